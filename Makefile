@@ -1,0 +1,120 @@
+# uroce: a userspace RoCEv2 stack behind a drop-in libibverbs.so.1
+#
+#   make            build everything into build/
+#   make demo       two processes move data with WRITE, READ and SEND on loopback
+#   make test       every test (unit, verbs semantics, real Debian clients)
+#   make bench      benchmarks (JSON + Markdown table under build/bench/)
+#   make SANITIZER=address   (or undefined, address,undefined, thread)
+#
+# Missing Debian packages are installed by scripts/deps.sh (as root), or the
+# exact apt-get command is printed.
+
+CC       ?= cc
+ifeq ($(CC),cc)
+CC       := gcc
+endif
+BUILD    ?= build
+O        := $(BUILD)/obj
+OPT      ?= -O2
+CFLAGS_BASE := -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter \
+               -Wshadow -Wpointer-arith -Wstrict-prototypes -Wno-format-truncation -pthread -D_GNU_SOURCE \
+               -Isrc -Isrc/common -Isrc/wire -Isrc/net -Isrc/mem -Isrc/engine -Isrc/obs -Isrc/verbs
+ifneq ($(SANITIZER),)
+CFLAGS_BASE += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS_SAN := -fsanitize=$(SANITIZER)
+endif
+HAVE_ISAL := $(shell test -e /usr/include/isa-l/crc.h && echo 1)
+ifeq ($(HAVE_ISAL),1)
+CFLAGS_BASE += -DHAVE_ISAL=1
+ISAL_LIB := -lisal
+endif
+LIB_CFLAGS := $(CFLAGS_BASE) -fPIC -fvisibility=hidden
+LIB_LIBS   := -lz $(ISAL_LIB) -ldl -lrt -pthread
+
+LIB_SRCS  := $(sort $(wildcard src/*/*.c))
+LIB_OBJS  := $(patsubst src/%.c,$(O)/lib/%.o,$(LIB_SRCS))
+LIB       := $(BUILD)/lib/libibverbs.so.1
+ARCHIVE   := $(BUILD)/lib/liburoce-internal.a
+MAP       := src/verbs/libibverbs.map
+
+TOOL_SRCS := $(sort $(wildcard tools/*.c))
+TOOL_OBJS := $(patsubst tools/%.c,$(O)/tools/%.o,$(TOOL_SRCS))
+CLI       := $(BUILD)/bin/uroce
+
+UNIT_SRCS  := $(sort $(wildcard tests/unit/*.c))
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
+VERBS_SRCS := $(sort $(wildcard tests/verbs/*.c))
+VERBS_BINS := $(patsubst tests/verbs/%.c,$(BUILD)/tests/verbs/%,$(VERBS_SRCS))
+TLIB_SRCS  := $(sort $(wildcard tests/lib/*.c))
+
+.PHONY: all deps test-deps demo test test-unit test-verbs test-clients bench clean lint check-abi
+all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(UNIT_BINS) $(VERBS_BINS)
+
+deps:
+	@scripts/deps.sh build
+
+test-deps:
+	@scripts/deps.sh test
+
+$(O)/lib/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJS) $(MAP)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libibverbs.so.1 -Wl,--version-script=$(MAP) \
+	  -Wl,-z,defs -Wl,-z,now $(LDFLAGS_SAN) -o $@ $(LIB_OBJS) $(LIB_LIBS)
+
+$(BUILD)/lib/libibverbs.so: $(LIB)
+	ln -sf libibverbs.so.1 $@
+
+$(ARCHIVE): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $(LIB_OBJS)
+
+$(O)/tools/%.o: tools/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Itools -MMD -MP -c $< -o $@
+
+$(CLI): $(TOOL_OBJS) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_SAN) -o $@ $(TOOL_OBJS) -L$(BUILD)/lib -l:libibverbs.so.1 \
+	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,--enable-new-dtags -lm -ldl -pthread
+
+# Unit tests link the engine's objects directly (internal API).
+$(BUILD)/tests/unit/%: tests/unit/%.c $(ARCHIVE) $(TLIB_SRCS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Itests/lib $(LDFLAGS_SAN) -o $@ $< $(TLIB_SRCS) $(ARCHIVE) $(LIB_LIBS) -lm
+
+# Verbs tests use only the public verbs API, against our libibverbs.so.1.
+$(BUILD)/tests/verbs/%: tests/verbs/%.c $(LIB) $(TLIB_SRCS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Itests/lib $(LDFLAGS_SAN) -o $@ $< $(TLIB_SRCS) -L$(BUILD)/lib \
+	  -l:libibverbs.so.1 -Wl,-rpath,'$$ORIGIN/../../lib' -Wl,--enable-new-dtags -lm -pthread
+
+demo: all
+	$(CLI) demo
+
+test: all test-deps
+	@tests/run.sh
+
+test-unit: all
+	@tests/run.sh unit
+
+test-verbs: all
+	@tests/run.sh verbs
+
+test-clients: all test-deps
+	@tests/run.sh clients
+
+bench: all
+	@scripts/deps.sh bench
+	@bench/run.sh
+
+check-abi: $(LIB)
+	@tests/clients/check_abi.sh $(LIB)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)

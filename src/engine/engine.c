@@ -1,0 +1,510 @@
+/* The engine thread: doorbells, commands, timers, packet batching.
+ *
+ * Loop: run queued commands, drain doorbells, receive (epoll over the
+ * QPs' rx sockets and the doorbell eventfd), then let every active QP send
+ * (requester, READ responses, ACKs), flush the tx batch. While there is
+ * work, or for UROCE_POLL_US after the last work, the loop spins with a
+ * zero epoll timeout; then it sleeps until the next timer, a packet or a
+ * doorbell, so an idle process uses no CPU. */
+#include "engine.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#define TX_BATCH 64
+#define RX_BATCH 32
+#define RX_BUF 8192
+#define MAX_EVENTS 64
+#define TX_IOV (UROCE_MAX_SGE + 2)
+
+struct eng_cmd {
+	void (*fn)(void *);
+	void *arg;
+	int done;
+	struct eng_cmd *next;
+};
+
+struct uroce_engine {
+	struct uroce_ctx *ctx;
+	pthread_t thr;
+	int running;
+	int epfd, efd;
+	atomic_int sleeping;
+	atomic_int stop;
+	_Atomic(struct uroce_qp *) db_head;
+
+	pthread_mutex_t cmd_lock;
+	pthread_cond_t cmd_cond;
+	struct eng_cmd *cmd_head, **cmd_tail;
+	atomic_int cmd_pending;
+
+	struct uroce_qp *active;     /* doubly linked list */
+	uint64_t now;
+	uint64_t spin_ns;
+
+	/* tx batch: datagrams for one socket */
+	int tx_fd;
+	unsigned ntx;
+	struct mmsghdr tx_msg[TX_BATCH];
+	struct iovec tx_iov[TX_BATCH][TX_IOV];
+	uint8_t tx_hdr[TX_BATCH][MAX_HDR_LEN];
+	uint8_t tx_trl[TX_BATCH][8];
+	struct sockaddr_in tx_dst[TX_BATCH];
+
+	/* rx */
+	struct mmsghdr rx_msg[RX_BATCH];
+	struct iovec rx_iov[RX_BATCH];
+	uint8_t *rx_buf;
+};
+
+uint64_t uroce_eng_now(struct uroce_engine *e)
+{
+	return e->now;
+}
+
+int uroce_eng_is_self(struct uroce_ctx *ctx)
+{
+	struct uroce_engine *e = ctx->eng;
+
+	return !e || !e->running || pthread_equal(pthread_self(), e->thr);
+}
+
+static void wake(struct uroce_engine *e)
+{
+	uint64_t one = 1;
+
+	if (write(e->efd, &one, sizeof(one)) < 0) {
+		/* the counter is saturated: the engine is awake anyway */
+	}
+}
+
+void uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp)
+{
+	struct uroce_engine *e = ctx->eng;
+
+	if (!atomic_exchange(&qp->db_queued, 1)) {
+		struct uroce_qp *old = atomic_load(&e->db_head);
+
+		do {
+			qp->db_next = old;
+		} while (!atomic_compare_exchange_weak(&e->db_head, &old, qp));
+	}
+	if (atomic_load(&e->sleeping))
+		wake(e);
+}
+
+void uroce_eng_call(struct uroce_ctx *ctx, void (*fn)(void *), void *arg)
+{
+	struct uroce_engine *e = ctx->eng;
+	struct eng_cmd c = { .fn = fn, .arg = arg };
+
+	if (uroce_eng_is_self(ctx)) {
+		fn(arg);
+		return;
+	}
+	pthread_mutex_lock(&e->cmd_lock);
+	*e->cmd_tail = &c;
+	e->cmd_tail = &c.next;
+	atomic_store(&e->cmd_pending, 1);
+	pthread_mutex_unlock(&e->cmd_lock);
+	wake(e);
+	pthread_mutex_lock(&e->cmd_lock);
+	while (!c.done)
+		pthread_cond_wait(&e->cmd_cond, &e->cmd_lock);
+	pthread_mutex_unlock(&e->cmd_lock);
+}
+
+void uroce_eng_activate(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	if (qp->in_active)
+		return;
+	qp->in_active = 1;
+	qp->act_prev = NULL;
+	qp->act_next = e->active;
+	if (e->active)
+		e->active->act_prev = qp;
+	e->active = qp;
+}
+
+void uroce_eng_deactivate(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	if (!qp->in_active)
+		return;
+	if (qp->act_prev)
+		qp->act_prev->act_next = qp->act_next;
+	else
+		e->active = qp->act_next;
+	if (qp->act_next)
+		qp->act_next->act_prev = qp->act_prev;
+	qp->in_active = 0;
+	qp->act_next = qp->act_prev = NULL;
+}
+
+int uroce_eng_watch(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = qp };
+
+	return epoll_ctl(e->epfd, EPOLL_CTL_ADD, qp->rx_fd, &ev) < 0 ? errno : 0;
+}
+
+void uroce_eng_unwatch(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	if (qp->rx_fd >= 0)
+		epoll_ctl(e->epfd, EPOLL_CTL_DEL, qp->rx_fd, NULL);
+}
+
+/* ---- tx ---- */
+
+void uroce_eng_flush(struct uroce_engine *e)
+{
+	unsigned done = 0;
+	int tries = 0;
+
+	while (done < e->ntx) {
+		int n = sendmmsg(e->tx_fd, e->tx_msg + done, e->ntx - done, 0);
+
+		if (n > 0) {
+			for (unsigned i = done; i < done + (unsigned)n; i++) {
+				e->ctx->cnt.tx_pkts++;
+				e->ctx->cnt.tx_bytes += e->tx_msg[i].msg_len;
+			}
+			done += (unsigned)n;
+			continue;
+		}
+		if ((errno == EAGAIN || errno == ENOBUFS) && tries++ < 100) {
+			struct pollfd pfd = { .fd = e->tx_fd, .events = POLLOUT };
+
+			poll(&pfd, 1, 1);
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		/* Drop this datagram; go-back-N recovers it. */
+		e->ctx->cnt.drop_tx_full++;
+		uroce_dbg("sendmmsg: %s", strerror(errno));
+		done++;
+	}
+	e->ntx = 0;
+}
+
+void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_txpkt *p)
+{
+	struct wire_ip4 ip = {
+		.saddr = qp->src_ip4, .daddr = qp->peer_ip4,
+		.sport = qp->sport, .dport = ROCE_V2_PORT, .ip_id = 0,
+	};
+	unsigned i, pad;
+	struct iovec *iov;
+	size_t hl;
+	uint32_t icrc;
+	int n = 0;
+
+	if (e->ntx && (e->tx_fd != qp->tx_fd || e->ntx == TX_BATCH))
+		uroce_eng_flush(e);
+	e->tx_fd = qp->tx_fd;
+	i = e->ntx;
+	iov = e->tx_iov[i];
+	pad = (4 - (p->paylen & 3)) & 3;
+	p->h.padcnt = (uint8_t)pad;
+	hl = wire_build(e->tx_hdr[i], &p->h);
+	iov[n].iov_base = e->tx_hdr[i];
+	iov[n++].iov_len = hl;
+	for (int k = 0; k < p->npay; k++)
+		if (p->pay[k].iov_len)
+			iov[n++] = p->pay[k];
+	memset(e->tx_trl[i], 0, 4);
+	iov[n].iov_base = e->tx_trl[i];
+	iov[n].iov_len = pad;
+	icrc = wire_icrc_v4(&ip, iov, n + 1);
+	/* ICRC is carried least significant byte first (A17.3.3). */
+	e->tx_trl[i][pad] = (uint8_t)icrc;
+	e->tx_trl[i][pad + 1] = (uint8_t)(icrc >> 8);
+	e->tx_trl[i][pad + 2] = (uint8_t)(icrc >> 16);
+	e->tx_trl[i][pad + 3] = (uint8_t)(icrc >> 24);
+	iov[n++].iov_len = pad + ICRC_LEN;
+
+	memset(&e->tx_dst[i], 0, sizeof(e->tx_dst[i]));
+	e->tx_dst[i].sin_family = AF_INET;
+	e->tx_dst[i].sin_port = htons(ROCE_V2_PORT);
+	e->tx_dst[i].sin_addr.s_addr = qp->peer_ip4;
+	memset(&e->tx_msg[i], 0, sizeof(e->tx_msg[i]));
+	e->tx_msg[i].msg_hdr.msg_name = &e->tx_dst[i];
+	e->tx_msg[i].msg_hdr.msg_namelen = sizeof(e->tx_dst[i]);
+	e->tx_msg[i].msg_hdr.msg_iov = iov;
+	e->tx_msg[i].msg_hdr.msg_iovlen = (size_t)n;
+	e->ntx++;
+}
+
+/* ---- rx ---- */
+
+static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t *buf,
+		      size_t len)
+{
+	struct uroce_counters *c = &e->ctx->cnt;
+	struct wire_pkt p;
+	struct iovec iov;
+	struct wire_ip4 ip = {
+		.saddr = qp->peer_ip4, .daddr = qp->src_ip4,
+		.sport = qp->peer_sport, .dport = ROCE_V2_PORT, .ip_id = 0,
+	};
+	uint32_t icrc, got;
+	uint16_t id;
+
+	c->rx_pkts++;
+	c->rx_bytes += len;
+	memset(&p, 0, sizeof(p));
+	if (wire_parse(buf, len, &p) != WIRE_OK) {
+		c->drop_malformed++;
+		return;
+	}
+	iov.iov_base = (void *)buf;
+	iov.iov_len = len - ICRC_LEN;
+	icrc = wire_icrc_v4(&ip, &iov, 1);
+	got = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 | (uint32_t)buf[len - 2] << 16 |
+	      (uint32_t)buf[len - 1] << 24;
+	if (icrc != got) {
+		if (!wire_icrc_solve_id(icrc, got, 8 + len, &id)) {
+			c->icrc_errors++;
+			return;
+		}
+		c->icrc_id_recovered++;
+	}
+	if (p.dqpn != qp->qpn) {
+		c->drop_bad_qpn++;
+		return;
+	}
+	uroce_eng_activate(e, qp);
+	if (wire_opcodes[p.opcode].flags & OPF_REQ)
+		uroce_resp_rx(e, qp, &p, e->now);
+	else
+		uroce_comp_rx(e, qp, &p, e->now);
+}
+
+static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	for (int round = 0; round < 4; round++) {
+		int n;
+
+		for (int i = 0; i < RX_BATCH; i++) {
+			e->rx_iov[i].iov_base = e->rx_buf + (size_t)i * RX_BUF;
+			e->rx_iov[i].iov_len = RX_BUF;
+			memset(&e->rx_msg[i].msg_hdr, 0, sizeof(e->rx_msg[i].msg_hdr));
+			e->rx_msg[i].msg_hdr.msg_iov = &e->rx_iov[i];
+			e->rx_msg[i].msg_hdr.msg_iovlen = 1;
+		}
+		n = recvmmsg(qp->rx_fd, e->rx_msg, RX_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			break;
+		for (int i = 0; i < n && qp->rx_fd >= 0; i++) {
+			if (e->rx_msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
+				e->ctx->cnt.drop_malformed++;
+				continue;
+			}
+			rx_packet(e, qp, e->rx_buf + (size_t)i * RX_BUF, e->rx_msg[i].msg_len);
+		}
+		uroce_resp_flush_ack(e, qp, e->now);
+		if (n < RX_BATCH)
+			break;
+	}
+}
+
+/* ---- loop ---- */
+
+static void run_cmds(struct uroce_engine *e)
+{
+	struct eng_cmd *c;
+
+	pthread_mutex_lock(&e->cmd_lock);
+	c = e->cmd_head;
+	e->cmd_head = NULL;
+	e->cmd_tail = &e->cmd_head;
+	atomic_store(&e->cmd_pending, 0);
+	pthread_mutex_unlock(&e->cmd_lock);
+	while (c) {
+		struct eng_cmd *next = c->next;
+
+		c->fn(c->arg);
+		uroce_eng_flush(e);
+		pthread_mutex_lock(&e->cmd_lock);
+		c->done = 1;
+		pthread_cond_broadcast(&e->cmd_cond);
+		pthread_mutex_unlock(&e->cmd_lock);
+		c = next;
+	}
+}
+
+static int drain_doorbells(struct uroce_engine *e)
+{
+	struct uroce_qp *qp = atomic_exchange(&e->db_head, NULL);
+	int n = 0;
+
+	while (qp) {
+		struct uroce_qp *next = qp->db_next;
+
+		atomic_store(&qp->db_queued, 0);
+		uroce_eng_activate(e, qp);
+		qp = next;
+		n++;
+	}
+	return n;
+}
+
+static uint64_t next_deadline(struct uroce_engine *e)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (struct uroce_qp *qp = e->active; qp; qp = qp->act_next) {
+		uint64_t d = uroce_req_next_deadline(qp);
+
+		if (d < best)
+			best = d;
+		if (qp->resp.ack_deadline && qp->resp.ack_deadline < best)
+			best = qp->resp.ack_deadline;
+	}
+	return best;
+}
+
+static void *engine_main(void *arg)
+{
+	struct uroce_engine *e = arg;
+	struct epoll_event evs[MAX_EVENTS];
+	uint64_t last_work;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	prctl(PR_SET_NAME, "uroce-engine", 0, 0, 0);
+	e->now = last_work = uroce_now_ns();
+	while (!atomic_load(&e->stop)) {
+		struct timespec ts, *tsp = &ts;
+		int work = 0, nev;
+
+		if (atomic_load(&e->cmd_pending)) {
+			drain_doorbells(e);
+			run_cmds(e);
+			work = 1;
+		}
+		work |= drain_doorbells(e);
+		ts.tv_sec = 0;
+		ts.tv_nsec = 0;
+		if (!work && !e->active && e->now - last_work > e->spin_ns) {
+			tsp = NULL; /* nothing at all to wait for */
+		} else if (!work && e->now - last_work > e->spin_ns) {
+			uint64_t d = next_deadline(e);
+
+			if (d == UINT64_MAX) {
+				tsp = NULL;
+			} else if (d > e->now) {
+				ts.tv_sec = (time_t)((d - e->now) / 1000000000ull);
+				ts.tv_nsec = (long)((d - e->now) % 1000000000ull);
+			}
+		}
+		if (tsp != &ts || ts.tv_sec || ts.tv_nsec) {
+			atomic_store(&e->sleeping, 1);
+			if (atomic_load(&e->db_head) || atomic_load(&e->cmd_pending)) {
+				tsp = &ts;
+				ts.tv_sec = 0;
+				ts.tv_nsec = 0;
+			}
+		}
+		nev = epoll_pwait2(e->epfd, evs, MAX_EVENTS, tsp, NULL);
+		atomic_store(&e->sleeping, 0);
+		e->now = uroce_now_ns();
+		for (int i = 0; i < nev; i++) {
+			if (!evs[i].data.ptr) {
+				uint64_t v;
+
+				if (read(e->efd, &v, sizeof(v)) < 0) {
+					/* EAGAIN: already drained */
+				}
+				continue;
+			}
+			rx_socket(e, evs[i].data.ptr);
+			work = 1;
+		}
+		for (struct uroce_qp *qp = e->active, *next; qp; qp = next) {
+			uint32_t before = qp->req.psn, rb = qp->resp.rd_len;
+
+			next = qp->act_next;
+			uroce_req_timers(e, qp, e->now);
+			uroce_req_progress(e, qp, e->now);
+			uroce_resp_progress(e, qp, e->now);
+			uroce_resp_flush_ack(e, qp, e->now);
+			if (qp->req.psn != before || qp->resp.rd_len != rb)
+				work = 1;
+			if (!uroce_req_busy(qp) && !uroce_resp_busy(qp))
+				uroce_eng_deactivate(e, qp);
+		}
+		uroce_eng_flush(e);
+		if (work)
+			last_work = e->now;
+	}
+	return NULL;
+}
+
+int uroce_eng_start(struct uroce_ctx *ctx)
+{
+	struct uroce_engine *e = calloc(1, sizeof(*e));
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	const char *s = getenv("UROCE_POLL_US");
+	int ret;
+
+	if (!e)
+		return ENOMEM;
+	e->ctx = ctx;
+	e->cmd_tail = &e->cmd_head;
+	e->spin_ns = (s ? strtoull(s, NULL, 0) : 200) * 1000ull;
+	pthread_mutex_init(&e->cmd_lock, NULL);
+	pthread_cond_init(&e->cmd_cond, NULL);
+	e->rx_buf = malloc((size_t)RX_BATCH * RX_BUF);
+	e->epfd = epoll_create1(EPOLL_CLOEXEC);
+	e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!e->rx_buf || e->epfd < 0 || e->efd < 0)
+		goto fail;
+	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->efd, &ev) < 0)
+		goto fail;
+	ctx->eng = e;
+	ret = pthread_create(&e->thr, NULL, engine_main, e);
+	if (ret) {
+		ctx->eng = NULL;
+		errno = ret;
+		goto fail;
+	}
+	e->running = 1;
+	return 0;
+fail:
+	ret = errno ? errno : ENOMEM;
+	if (e->epfd >= 0)
+		close(e->epfd);
+	if (e->efd >= 0)
+		close(e->efd);
+	free(e->rx_buf);
+	free(e);
+	return ret;
+}
+
+void uroce_eng_stop(struct uroce_ctx *ctx)
+{
+	struct uroce_engine *e = ctx->eng;
+
+	if (!e)
+		return;
+	atomic_store(&e->stop, 1);
+	wake(e);
+	pthread_join(e->thr, NULL);
+	e->running = 0;
+	close(e->epfd);
+	close(e->efd);
+	free(e->rx_buf);
+	pthread_mutex_destroy(&e->cmd_lock);
+	pthread_cond_destroy(&e->cmd_cond);
+	free(e);
+	ctx->eng = NULL;
+}

@@ -1,0 +1,334 @@
+/* The transport engine: the software NIC behind the verbs objects.
+ *
+ * Threads. Each open device context has one engine thread. Application
+ * threads touch only the rings (SQ, RQ, CQ) and the doorbell; everything
+ * else (packets, PSNs, timers, QP transport state) belongs to the engine
+ * thread. Control verbs that change transport state (modify/destroy QP,
+ * deregistering memory, destroying a CQ) run their critical part on the
+ * engine thread through uroce_eng_call(), so no transport state has a lock.
+ *
+ * The CQE format is struct ibv_wc itself, so ibv_poll_cq copies entries out
+ * of the ring with no translation. */
+#ifndef UROCE_ENGINE_H
+#define UROCE_ENGINE_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "mem.h"
+#include "util.h"
+#include "net.h"
+#include "wire.h"
+
+#define UROCE_MAX_SGE 32
+#define UROCE_MAX_INLINE 512
+#define UROCE_MAX_QP_WR 16384
+#define UROCE_MAX_CQE (1 << 20)
+#define UROCE_MAX_RD_ATOMIC 16
+#define UROCE_MAX_MSG (1u << 31)
+#define UROCE_MAX_QP 65536
+
+struct uroce_engine;
+struct uroce_ctx;
+
+/* Counters of one context (one device as seen by one process). */
+struct uroce_counters {
+	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes;
+	uint64_t retrans_pkts;       /* packets sent again */
+	uint64_t timeouts;           /* local ACK timeouts */
+	uint64_t seq_naks_sent;      /* NAK PSN sequence error sent (out_of_sequence) */
+	uint64_t seq_naks_rcvd;      /* packet_seq_err */
+	uint64_t rnr_naks_sent, rnr_naks_rcvd;
+	uint64_t dup_requests;       /* duplicate_request */
+	uint64_t dup_responses;
+	uint64_t implied_naks;
+	uint64_t retry_exceeded, rnr_retry_exceeded;
+	uint64_t icrc_errors, icrc_id_recovered;
+	uint64_t drop_malformed, drop_bad_qpn, drop_state, drop_pkey, drop_opcode;
+	uint64_t drop_tx_full;       /* sendmmsg could not take a packet */
+	uint64_t acks_sent, acks_rcvd;
+	uint64_t rem_access_errs, rem_inv_req_errs;
+};
+
+struct uroce_pd {
+	struct ibv_pd ibpd;
+	atomic_int refs;             /* MRs, QPs, SRQs using it */
+};
+
+struct uroce_comp_channel {
+	struct ibv_comp_channel ch;  /* ch.fd is an eventfd in semaphore mode */
+	pthread_mutex_t lock;
+	struct uroce_cq **q;         /* pending events, a ring of CQs */
+	uint32_t qcap, qhead, qlen;
+};
+
+struct uroce_cq {
+	struct ibv_cq ibcq;
+	struct ibv_wc *ring;
+	uint32_t size;               /* entries, power of 2 */
+	_Atomic uint32_t prod;       /* written by the engine */
+	_Atomic uint32_t cons;       /* written by pollers */
+	pthread_spinlock_t poll_lock;
+	atomic_int armed;            /* 0, 1 next completion, 2 solicited only */
+	struct uroce_comp_channel *chan;
+	atomic_int refs;             /* QPs using it */
+	uint32_t events_pending;     /* queued in the channel, not yet returned */
+};
+
+/* A receive WQE as stored in a RQ or SRQ ring. */
+struct uroce_rwqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t length;             /* sum of SGE lengths */
+	struct ibv_sge sge[];
+};
+
+struct uroce_rq {
+	uint8_t *ring;               /* entries of 'stride' bytes */
+	uint32_t size;               /* power of 2 */
+	uint32_t max_wr, max_sge, stride;
+	_Atomic uint32_t head;       /* producer (ibv_post_recv) */
+	_Atomic uint32_t tail;       /* consumer (engine) */
+	pthread_spinlock_t lock;     /* serialises posters */
+};
+
+struct uroce_srq {
+	struct ibv_srq ibsrq;
+	struct uroce_pd *pd;
+	struct uroce_rq rq;
+	uint32_t limit;              /* srq_limit: async event when fewer WQEs remain */
+	atomic_int armed_limit;
+	atomic_int refs;
+};
+
+enum swqe_flags {
+	SWQE_SIGNALED = 1 << 0,
+	SWQE_SOLICITED = 1 << 1,
+	SWQE_INLINE = 1 << 2,
+	SWQE_FENCE = 1 << 3,
+	SWQE_ASSIGNED = 1 << 4,      /* has its PSN range */
+};
+
+struct uroce_swqe {
+	uint64_t wr_id;
+	uint32_t opcode;             /* enum ibv_wr_opcode */
+	uint32_t flags;              /* enum swqe_flags */
+	uint32_t imm_be;             /* immediate data, network order */
+	uint32_t rkey;
+	uint64_t remote_addr;
+	uint64_t compare_add, swap;
+	uint32_t length;             /* message bytes */
+	uint32_t num_sge;
+	/* engine state */
+	uint32_t first_psn;          /* PSN of the first packet */
+	uint32_t npkts;              /* PSNs the message uses */
+	uint32_t resp_next;          /* READ: next response PSN expected */
+	uint32_t status;             /* enum ibv_wc_status once decided */
+	uint64_t atomic_orig;
+	struct ibv_sge *sge;         /* num_sge entries (qp->sq_sge) */
+	uint8_t *inl;                /* inline bytes (qp->sq_inline) */
+};
+
+/* Responder resources for READ responses being sent. */
+struct uroce_rd_res {
+	uint32_t psn;                /* PSN of the first response */
+	uint32_t rkey;
+	uint64_t va;
+	uint32_t len;                /* bytes */
+	uint32_t sent;               /* bytes sent so far */
+};
+
+struct uroce_atomic_res {
+	uint32_t psn;
+	int valid;
+	uint64_t orig;
+};
+
+enum { RESP_MSG_NONE, RESP_MSG_SEND, RESP_MSG_WRITE };
+
+struct uroce_qp {
+	struct ibv_qp_ex qpx;        /* qpx.qp_base is the ibv_qp */
+	struct uroce_ctx *ctx;
+	struct uroce_pd *pd;
+	struct uroce_cq *scq, *rcq;
+	struct uroce_srq *srq;
+	struct uroce_rq rq;
+	struct ibv_qp_cap cap;
+	int sq_sig_all;
+
+	/* Attributes as set through ibv_modify_qp (for ibv_query_qp). */
+	struct ibv_qp_attr attr;
+	_Atomic int state;           /* enum ibv_qp_state, read by posters */
+
+	/* SQ ring. */
+	struct uroce_swqe *sq;
+	struct ibv_sge *sq_sge;      /* sq size * max_sge */
+	uint8_t *sq_inline;          /* sq size * max_inline */
+	uint32_t sq_size;            /* power of 2 */
+	_Atomic uint32_t sq_head;    /* next slot to post (posters) */
+	_Atomic uint32_t sq_tail;    /* oldest slot not retired (engine) */
+	pthread_spinlock_t sq_lock;
+
+	void *wrx;                   /* ibv_wr_* pending list (verbs.c) */
+
+	/* Doorbell (lock-free stack of QPs with new work). */
+	struct uroce_qp *db_next;
+	atomic_int db_queued;
+
+	/* ---- engine thread only below ---- */
+	uint32_t qpn, dest_qpn;
+	uint32_t peer_ip4, src_ip4;  /* network order */
+	uint16_t sport, peer_sport;
+	int tx_fd, rx_fd;
+	uint32_t pmtu;               /* bytes: min(path_mtu, active mtu) */
+	int eng_state;               /* transport state */
+	int in_active;               /* on the engine's active list */
+	struct uroce_qp *act_next, *act_prev;
+
+	struct {
+		uint32_t psn;            /* next PSN to send */
+		uint32_t una;            /* oldest PSN not known done */
+		uint32_t cur;            /* SQ index being sent */
+		uint32_t cur_pkt;        /* packet index inside it */
+		uint32_t rd_out;         /* READ/atomic requests outstanding */
+		uint32_t max_rd;         /* max_rd_atomic (at least 1) */
+		uint32_t window;         /* packets in flight at most */
+		int retry_left, rnr_left;
+		uint64_t deadline;       /* local ACK timeout, ns; 0 = off */
+		uint64_t fast_deadline;  /* early retransmission, ns; 0 = off */
+		uint64_t fast_rto_ns;    /* early retransmission interval */
+		uint32_t gap_psn;        /* READ response gap already rewound for */
+		uint64_t stall_until;    /* CQ was full: try retiring again then */
+		uint64_t timeout_ns;     /* 4.096 us * 2^timeout; 0 = infinite */
+		uint64_t rnr_until;      /* no sending before this (RNR wait) */
+		uint32_t rewind_psn;     /* pending go-back-N target */
+		int rewind;
+		int error;               /* QP moving to error: status to report */
+		uint32_t pkts_since_ackreq;
+	} req;
+
+	struct {
+		uint32_t epsn;           /* expected PSN */
+		uint32_t msn;            /* 24-bit message sequence number */
+		int msg;                 /* RESP_MSG_* in progress */
+		uint32_t msg_off;        /* bytes placed so far */
+		uint32_t wr_rkey;        /* WRITE in progress */
+		uint64_t wr_va;
+		uint32_t wr_len;
+		int have_rwqe;
+		uint64_t rwqe_id;
+		uint32_t rwqe_nsge, rwqe_len;
+		struct ibv_sge rwqe_sge[UROCE_MAX_SGE];
+		int nak_sent;            /* sequence NAK sent for epsn */
+		int ack_now;             /* an ACK is due at the end of this batch */
+		uint32_t unacked;        /* packets since the last ACK */
+		uint64_t ack_deadline;
+		struct uroce_rd_res rd[UROCE_MAX_RD_ATOMIC * 2];
+		uint32_t rd_head, rd_len;
+		struct uroce_atomic_res atm[UROCE_MAX_RD_ATOMIC];
+		uint32_t atm_next;
+		int comm_est;
+	} resp;
+};
+
+/* Asynchronous events of a context. */
+struct uroce_async {
+	pthread_mutex_t lock;
+	struct ibv_async_event *q;
+	uint32_t cap, head, len;
+	int efd;                     /* context.async_fd, an eventfd (semaphore) */
+};
+
+struct uroce_ctx {
+	struct uroce_netdev dev;
+	struct uroce_engine *eng;
+	struct uroce_mr_table mrs;
+	struct uroce_async async;
+	struct uroce_counters cnt;   /* written by the engine thread only */
+	atomic_int nqps;
+	struct verbs_context vctx;   /* must be last: ibv_context ends it */
+};
+
+static inline struct uroce_ctx *to_uctx(struct ibv_context *c)
+{
+	return container_of(c, struct uroce_ctx, vctx.context);
+}
+static inline struct uroce_qp *to_uqp(struct ibv_qp *q)
+{
+	return container_of(q, struct uroce_qp, qpx.qp_base);
+}
+static inline struct uroce_cq *to_ucq(struct ibv_cq *c)
+{
+	return container_of(c, struct uroce_cq, ibcq);
+}
+static inline struct uroce_pd *to_upd(struct ibv_pd *p)
+{
+	return container_of(p, struct uroce_pd, ibpd);
+}
+static inline struct uroce_srq *to_usrq(struct ibv_srq *s)
+{
+	return container_of(s, struct uroce_srq, ibsrq);
+}
+static inline struct uroce_mr *to_umr(struct ibv_mr *m)
+{
+	return container_of(m, struct uroce_mr, ibmr);
+}
+
+/* engine.c */
+int uroce_eng_start(struct uroce_ctx *ctx);
+void uroce_eng_stop(struct uroce_ctx *ctx);
+/* Runs fn(arg) on the engine thread and waits for it. */
+void uroce_eng_call(struct uroce_ctx *ctx, void (*fn)(void *), void *arg);
+/* Tells the engine a QP has new work (posted WQEs). Lock-free. */
+void uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp);
+int uroce_eng_is_self(struct uroce_ctx *ctx);
+void uroce_eng_activate(struct uroce_engine *e, struct uroce_qp *qp);
+void uroce_eng_deactivate(struct uroce_engine *e, struct uroce_qp *qp);
+int uroce_eng_watch(struct uroce_engine *e, struct uroce_qp *qp);
+void uroce_eng_unwatch(struct uroce_engine *e, struct uroce_qp *qp);
+
+/* Packet output: header bytes plus payload iovecs; the engine adds pad
+ * and ICRC and batches the datagram. */
+struct uroce_txpkt {
+	struct wire_pkt h;
+	const struct iovec *pay;     /* payload pieces (may be NULL) */
+	int npay;
+	uint32_t paylen;
+};
+void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_txpkt *p);
+void uroce_eng_flush(struct uroce_engine *e);
+uint64_t uroce_eng_now(struct uroce_engine *e);
+
+/* qp.c: state changes, completions and flushes (engine thread). */
+int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, int solicited);
+void uroce_qp_to_error(struct uroce_qp *qp);
+void uroce_qp_flush(struct uroce_qp *qp);
+void uroce_async_event(struct uroce_ctx *ctx, enum ibv_event_type type, void *obj);
+int uroce_rq_empty(const struct uroce_rq *rq);
+struct uroce_rwqe *uroce_rq_peek(struct uroce_rq *rq);
+void uroce_rq_pop(struct uroce_rq *rq);
+/* Opens the sockets for a QP entering RTR (engine thread). */
+int uroce_qp_connect(struct uroce_qp *qp);
+void uroce_qp_disconnect(struct uroce_qp *qp);
+void uroce_qp_reset_transport(struct uroce_qp *qp);
+
+/* req.c: requester and completer (engine thread). */
+void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now);
+void uroce_comp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
+		   uint64_t now);
+void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now);
+uint64_t uroce_req_next_deadline(const struct uroce_qp *qp);
+int uroce_req_busy(const struct uroce_qp *qp);
+
+/* resp.c: responder (engine thread). */
+void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
+		   uint64_t now);
+void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now);
+void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now);
+int uroce_resp_busy(const struct uroce_qp *qp);
+
+uint32_t uroce_qpn_port(uint32_t qpn);
+
+#endif

@@ -1,0 +1,240 @@
+/* QP plumbing on the engine thread: completions, flushes, the error state,
+ * receive queues and the QP's sockets. */
+#include "engine.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void chan_notify(struct uroce_cq *cq)
+{
+	struct uroce_comp_channel *ch = cq->chan;
+	uint64_t one = 1;
+
+	if (!ch)
+		return;
+	pthread_mutex_lock(&ch->lock);
+	if (ch->qlen == ch->qcap) {
+		uint32_t ncap = ch->qcap ? ch->qcap * 2 : 16;
+		struct uroce_cq **nq = malloc(sizeof(*nq) * ncap);
+
+		if (!nq) {
+			pthread_mutex_unlock(&ch->lock);
+			return;
+		}
+		for (uint32_t i = 0; i < ch->qlen; i++)
+			nq[i] = ch->q[(ch->qhead + i) % ch->qcap];
+		free(ch->q);
+		ch->q = nq;
+		ch->qcap = ncap;
+		ch->qhead = 0;
+	}
+	ch->q[(ch->qhead + ch->qlen++) % ch->qcap] = cq;
+	cq->events_pending++;
+	pthread_mutex_unlock(&ch->lock);
+	if (write(ch->ch.fd, &one, sizeof(one)) < 0) {
+		/* cannot happen below 2^64-1 pending events */
+	}
+}
+
+int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, int solicited)
+{
+	uint32_t prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
+	uint32_t cons = atomic_load_explicit(&cq->cons, memory_order_acquire);
+	int armed;
+
+	if (prod - cons >= cq->size)
+		return -1;
+	cq->ring[prod & (cq->size - 1)] = *wc;
+	atomic_store_explicit(&cq->prod, prod + 1, memory_order_release);
+	armed = atomic_load(&cq->armed);
+	/* ibv_req_notify_cq(3): solicited-only arming also fires on errors. */
+	if (armed == 1 || (armed == 2 && (solicited || wc->status != IBV_WC_SUCCESS))) {
+		if (atomic_exchange(&cq->armed, 0))
+			chan_notify(cq);
+	}
+	return 0;
+}
+
+void uroce_async_event(struct uroce_ctx *ctx, enum ibv_event_type type, void *obj)
+{
+	struct uroce_async *a = &ctx->async;
+	struct ibv_async_event ev = { .event_type = type };
+	uint64_t one = 1;
+
+	switch (type) {
+	case IBV_EVENT_CQ_ERR:
+		ev.element.cq = obj;
+		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		ev.element.srq = obj;
+		break;
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+		ev.element.port_num = 1;
+		break;
+	case IBV_EVENT_DEVICE_FATAL:
+		break;
+	default:
+		ev.element.qp = obj;
+	}
+	pthread_mutex_lock(&a->lock);
+	if (a->len == a->cap) {
+		uint32_t ncap = a->cap ? a->cap * 2 : 16;
+		struct ibv_async_event *nq = malloc(sizeof(*nq) * ncap);
+
+		if (!nq) {
+			pthread_mutex_unlock(&a->lock);
+			return;
+		}
+		for (uint32_t i = 0; i < a->len; i++)
+			nq[i] = a->q[(a->head + i) % a->cap];
+		free(a->q);
+		a->q = nq;
+		a->cap = ncap;
+		a->head = 0;
+	}
+	a->q[(a->head + a->len++) % a->cap] = ev;
+	pthread_mutex_unlock(&a->lock);
+	if (write(a->efd, &one, sizeof(one)) < 0) {
+		/* cannot happen */
+	}
+}
+
+int uroce_rq_empty(const struct uroce_rq *rq)
+{
+	return atomic_load_explicit(&rq->tail, memory_order_relaxed) ==
+	       atomic_load_explicit(&rq->head, memory_order_acquire);
+}
+
+struct uroce_rwqe *uroce_rq_peek(struct uroce_rq *rq)
+{
+	uint32_t t = atomic_load_explicit(&rq->tail, memory_order_relaxed);
+
+	if (t == atomic_load_explicit(&rq->head, memory_order_acquire))
+		return NULL;
+	return (struct uroce_rwqe *)(rq->ring + (size_t)(t & (rq->size - 1)) * rq->stride);
+}
+
+void uroce_rq_pop(struct uroce_rq *rq)
+{
+	atomic_fetch_add_explicit(&rq->tail, 1, memory_order_release);
+}
+
+static enum ibv_wc_opcode wc_opcode(uint32_t op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+/* Completes every SQ and RQ entry of a QP in the error state: the first
+ * with its own status if it failed, the rest with IBV_WC_WR_FLUSH_ERR.
+ * Error completions are generated for unsignaled WRs too (IBA 10.8.3). */
+void uroce_qp_flush(struct uroce_qp *qp)
+{
+	uint32_t head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
+	uint32_t t = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
+	struct uroce_rwqe *r;
+
+	for (; t != head; t++) {
+		struct uroce_swqe *w = &qp->sq[t & (qp->sq_size - 1)];
+		struct ibv_wc wc = {
+			.wr_id = w->wr_id,
+			.status = w->status ? (enum ibv_wc_status)w->status : IBV_WC_WR_FLUSH_ERR,
+			.opcode = wc_opcode(w->opcode),
+			.qp_num = qp->qpn,
+		};
+
+		if (uroce_cq_push(qp->scq, &wc, 0) < 0)
+			break;
+		w->status = 0;
+		atomic_store_explicit(&qp->sq_tail, t + 1, memory_order_release);
+	}
+	qp->req.cur = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
+	if (qp->srq)
+		return;
+	while ((r = uroce_rq_peek(&qp->rq))) {
+		struct ibv_wc wc = {
+			.wr_id = r->wr_id,
+			.status = IBV_WC_WR_FLUSH_ERR,
+			.opcode = IBV_WC_RECV,
+			.qp_num = qp->qpn,
+		};
+
+		if (uroce_cq_push(qp->rcq, &wc, 0) < 0)
+			break;
+		uroce_rq_pop(&qp->rq);
+	}
+}
+
+void uroce_qp_to_error(struct uroce_qp *qp)
+{
+	qp->eng_state = IBV_QPS_ERR;
+	qp->attr.qp_state = IBV_QPS_ERR;
+	atomic_store(&qp->state, IBV_QPS_ERR);
+	qp->req.deadline = 0;
+	qp->resp.rd_len = 0;
+	qp->resp.ack_now = 0;
+	qp->resp.unacked = 0;
+	qp->resp.ack_deadline = 0;
+	uroce_qp_flush(qp);
+}
+
+void uroce_qp_reset_transport(struct uroce_qp *qp)
+{
+	uint32_t head = atomic_load(&qp->sq_head);
+
+	memset(&qp->req, 0, sizeof(qp->req));
+	memset(&qp->resp, 0, sizeof(qp->resp));
+	/* IBA 10.3.1: entering RESET empties the work queues. */
+	atomic_store(&qp->sq_tail, head);
+	qp->req.cur = head;
+	atomic_store(&qp->rq.tail, atomic_load(&qp->rq.head));
+}
+
+uint32_t uroce_qpn_port(uint32_t qpn)
+{
+	return qpn & 0xffff;
+}
+
+int uroce_qp_connect(struct uroce_qp *qp)
+{
+	int fd;
+
+	qp->peer_sport = (uint16_t)uroce_qpn_port(qp->dest_qpn);
+	fd = uroce_net_rx_socket(qp->src_ip4, qp->peer_ip4, qp->peer_sport);
+	if (fd < 0)
+		return -fd;
+	uroce_net_set_bufs(fd, 8 << 20);
+	qp->rx_fd = fd;
+	if (uroce_eng_watch(qp->ctx->eng, qp)) {
+		int e = errno;
+
+		close(fd);
+		qp->rx_fd = -1;
+		return e;
+	}
+	return 0;
+}
+
+void uroce_qp_disconnect(struct uroce_qp *qp)
+{
+	if (qp->rx_fd >= 0) {
+		uroce_eng_unwatch(qp->ctx->eng, qp);
+		close(qp->rx_fd);
+		qp->rx_fd = -1;
+	}
+}

@@ -1,0 +1,702 @@
+/* Requester and completer (IBA 9.7.1-9.7.6, o9-? and C9-* as cited).
+ *
+ * PSN bookkeeping. Every WQE gets a fixed PSN range when it is first sent
+ * (READ: one PSN per response packet; atomics: one). req.psn is the next
+ * PSN to put on the wire, req.una the oldest PSN not yet known to be done.
+ * una only moves forward: on ACKs (SEND/WRITE ranges), in-order READ
+ * responses and atomic ACKs, so a WQE is done exactly when una is past its
+ * last PSN. Go-back-N: a NAK, a gap in READ responses or a timeout rewinds
+ * req.psn to una and resends from there. */
+#include "engine.h"
+
+#include <string.h>
+
+#define READ_CHUNK_PKTS 64    /* READ requests cover at most this many responses */
+#define ACKREQ_EVERY 16       /* AckReq on every 16th packet and on each last one */
+
+static inline struct uroce_swqe *sqe(struct uroce_qp *qp, uint32_t idx)
+{
+	return &qp->sq[idx & (qp->sq_size - 1)];
+}
+
+static inline int is_rd_atomic(uint32_t op)
+{
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static inline uint32_t last_psn(const struct uroce_swqe *w)
+{
+	return psn_add(w->first_psn, w->npkts - 1);
+}
+
+/* una is past the WQE's last PSN. */
+static inline int wqe_done(const struct uroce_qp *qp, const struct uroce_swqe *w)
+{
+	return psn_diff(qp->req.una, last_psn(w)) > 0;
+}
+
+int uroce_req_busy(const struct uroce_qp *qp)
+{
+	if (qp->eng_state != IBV_QPS_RTS && qp->eng_state != IBV_QPS_SQD &&
+	    qp->eng_state != IBV_QPS_SQE)
+		return qp->eng_state == IBV_QPS_ERR &&
+		       atomic_load(&qp->sq_tail) != atomic_load(&qp->sq_head);
+	return atomic_load(&qp->sq_tail) != atomic_load(&qp->sq_head);
+}
+
+uint64_t uroce_req_next_deadline(const struct uroce_qp *qp)
+{
+	uint64_t d = UINT64_MAX;
+
+	if (qp->req.deadline)
+		d = qp->req.deadline;
+	if (qp->req.fast_deadline && qp->req.fast_deadline < d)
+		d = qp->req.fast_deadline;
+	if (qp->req.rnr_until && qp->req.rnr_until < d)
+		d = qp->req.rnr_until;
+	if (qp->req.stall_until && qp->req.stall_until < d)
+		d = qp->req.stall_until;
+	return d;
+}
+
+/* Gathers [off, off+len) of a WQE's local data into iovecs. Returns 0 or a
+ * completion status (IBV_WC_LOC_PROT_ERR). */
+static int gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t len,
+		  struct iovec *iov, int *niov)
+{
+	int n = 0;
+
+	if (w->flags & SWQE_INLINE) {
+		iov[0].iov_base = w->inl + off;
+		iov[0].iov_len = len;
+		*niov = len ? 1 : 0;
+		return 0;
+	}
+	for (uint32_t i = 0; i < w->num_sge && len; i++) {
+		struct ibv_sge *s = &w->sge[i];
+		struct uroce_mr *mr;
+		uint32_t take;
+		uint8_t *host;
+
+		if (off >= s->length) {
+			off -= s->length;
+			continue;
+		}
+		take = MIN(len, s->length - off);
+		mr = uroce_mr_lookup(&qp->ctx->mrs, s->lkey);
+		if (!mr || mr->pd != qp->pd)
+			return IBV_WC_LOC_PROT_ERR;
+		host = uroce_mr_addr(mr, s->addr + off, take, 0);
+		if (!host)
+			return IBV_WC_LOC_PROT_ERR;
+		iov[n].iov_base = host;
+		iov[n++].iov_len = take;
+		len -= take;
+		off = 0;
+	}
+	*niov = n;
+	return len ? IBV_WC_LOC_LEN_ERR : 0;
+}
+
+/* Scatters data into a WQE's SGEs at 'off' (READ responses, atomic results). */
+static int scatter(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, const uint8_t *src,
+		   uint32_t len)
+{
+	for (uint32_t i = 0; i < w->num_sge && len; i++) {
+		struct ibv_sge *s = &w->sge[i];
+		struct uroce_mr *mr;
+		uint32_t take;
+		uint8_t *host;
+
+		if (off >= s->length) {
+			off -= s->length;
+			continue;
+		}
+		take = MIN(len, s->length - off);
+		mr = uroce_mr_lookup(&qp->ctx->mrs, s->lkey);
+		if (!mr || mr->pd != qp->pd)
+			return IBV_WC_LOC_PROT_ERR;
+		host = uroce_mr_addr(mr, s->addr + off, take, IBV_ACCESS_LOCAL_WRITE);
+		if (!host)
+			return IBV_WC_LOC_PROT_ERR;
+		memcpy(host, src, take);
+		src += take;
+		len -= take;
+		off = 0;
+	}
+	return len ? IBV_WC_LOC_LEN_ERR : 0;
+}
+
+static void arm_timers(struct uroce_qp *qp, uint64_t now)
+{
+	if (qp->req.timeout_ns && !qp->req.deadline)
+		qp->req.deadline = now + qp->req.timeout_ns;
+	if (!qp->req.fast_deadline)
+		qp->req.fast_deadline = now + qp->req.fast_rto_ns;
+}
+
+/* Progress: una moved, so the retry budget and timers start again
+ * (C9-140: the retry counter counts consecutive timeouts). */
+static void progress_made(struct uroce_qp *qp, uint64_t now)
+{
+	qp->req.retry_left = (int)qp->attr.retry_cnt;
+	qp->req.deadline = 0;
+	qp->req.fast_deadline = 0;
+	if (psn_diff(qp->req.psn, qp->req.una) > 0)
+		arm_timers(qp, now);
+}
+
+static enum ibv_wc_opcode wc_opcode(uint32_t op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+/* Retires done WQEs in order, writing CQEs for the signaled ones. */
+static void retire(struct uroce_qp *qp)
+{
+	uint32_t t = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
+
+	qp->req.stall_until = 0;
+	while (t != qp->req.cur || (t == qp->req.cur && qp->req.cur_pkt)) {
+		struct uroce_swqe *w = sqe(qp, t);
+
+		if (!(w->flags & SWQE_ASSIGNED) || !wqe_done(qp, w))
+			break;
+		if ((w->flags & SWQE_SIGNALED) || qp->sq_sig_all) {
+			struct ibv_wc wc = {
+				.wr_id = w->wr_id,
+				.status = IBV_WC_SUCCESS,
+				.opcode = wc_opcode(w->opcode),
+				.qp_num = qp->qpn,
+				.byte_len = w->length,
+			};
+
+			if (uroce_cq_push(qp->scq, &wc, 0) < 0) {
+				/* CQ full: look again shortly */
+				qp->req.stall_until = uroce_now_ns() + 50000;
+				break;
+			}
+		}
+		w->flags = 0;
+		t++;
+		atomic_store_explicit(&qp->sq_tail, t, memory_order_release);
+		if (qp->req.cur == t - 1 && qp->req.cur_pkt) {
+			/* cannot happen: a WQE is done only when fully sent */
+			qp->req.cur = t;
+			qp->req.cur_pkt = 0;
+		}
+	}
+	if (psn_diff(qp->req.psn, qp->req.una) <= 0) {
+		qp->req.deadline = 0;
+		qp->req.fast_deadline = 0;
+	}
+}
+
+/* The first WQE that is not done, or NULL. */
+static struct uroce_swqe *oldest(struct uroce_qp *qp, uint32_t *idx)
+{
+	uint32_t t = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
+	uint32_t head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
+
+	for (; t != head; t++) {
+		struct uroce_swqe *w = sqe(qp, t);
+
+		if (!(w->flags & SWQE_ASSIGNED))
+			return NULL;
+		if (!wqe_done(qp, w)) {
+			if (idx)
+				*idx = t;
+			return w;
+		}
+	}
+	return NULL;
+}
+
+/* The WQE holding PSN psn among the assigned ones. */
+static struct uroce_swqe *find_psn(struct uroce_qp *qp, uint32_t psn, uint32_t *idx)
+{
+	uint32_t t = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
+	uint32_t head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
+
+	for (; t != head; t++) {
+		struct uroce_swqe *w = sqe(qp, t);
+
+		if (!(w->flags & SWQE_ASSIGNED))
+			break;
+		if (psn_diff(psn, w->first_psn) >= 0 && psn_diff(psn, last_psn(w)) <= 0) {
+			*idx = t;
+			return w;
+		}
+	}
+	return NULL;
+}
+
+static void request_rewind(struct uroce_qp *qp)
+{
+	qp->req.rewind = 1;
+}
+
+/* Go-back-N: resend from una (IBA 9.7.6.1.3 and C9-125). */
+static void do_rewind(struct uroce_qp *qp)
+{
+	uint32_t idx, target = qp->req.una;
+	struct uroce_swqe *w;
+
+	qp->req.rewind = 0;
+	if (psn_diff(qp->req.psn, target) <= 0)
+		return;
+	w = find_psn(qp, target, &idx);
+	if (!w)
+		return;
+	qp->ctx->cnt.retrans_pkts += (uint64_t)psn_diff(qp->req.psn, target);
+	qp->req.cur = idx;
+	qp->req.cur_pkt = (uint32_t)psn_diff(target, w->first_psn);
+	qp->req.psn = target;
+	qp->req.rd_out = 0;
+}
+
+/* Fails the oldest unfinished WQE and moves the QP to the error state. */
+static void fail_oldest(struct uroce_qp *qp, enum ibv_wc_status st)
+{
+	uint32_t idx;
+	struct uroce_swqe *w;
+
+	retire(qp);
+	w = oldest(qp, &idx);
+	if (!w) {
+		/* the failing WQE is the next one to be sent */
+		uint32_t t = atomic_load(&qp->sq_tail);
+
+		if (t != atomic_load(&qp->sq_head))
+			w = sqe(qp, t);
+	}
+	if (w)
+		w->status = st;
+	uroce_qp_to_error(qp);
+}
+
+/* ACK of every PSN up to and including apsn (IBA 9.7.5.1.1: ACKs are
+ * cumulative). Returns 1 if una moved. */
+static int ack_upto(struct uroce_qp *qp, uint32_t apsn)
+{
+	uint32_t una = qp->req.una, head, t;
+
+	if (psn_diff(apsn, una) < 0 || psn_diff(apsn, qp->req.psn) >= 0)
+		return 0; /* old, or for a PSN never sent (ignored, C9-?) */
+	head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
+	for (t = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed); t != head; t++) {
+		struct uroce_swqe *w = sqe(qp, t);
+
+		if (!(w->flags & SWQE_ASSIGNED))
+			break;
+		if (psn_diff(una, last_psn(w)) > 0)
+			continue;
+		if (psn_diff(w->first_psn, apsn) > 0)
+			break;
+		if (is_rd_atomic(w->opcode)) {
+			/* The responder has executed a READ or atomic whose
+			 * response we lack: implied NAK (9.7.5.1.2). */
+			qp->ctx->cnt.implied_naks++;
+			request_rewind(qp);
+			break;
+		}
+		if (psn_diff(last_psn(w), apsn) <= 0) {
+			una = psn_add(last_psn(w), 1);
+			continue;
+		}
+		una = psn_add(apsn, 1);
+		break;
+	}
+	if (una == qp->req.una)
+		return 0;
+	qp->req.una = una;
+	return 1;
+}
+
+/* RNR timer codes, IBA 9.7.5.2.8 table 45, in microseconds. */
+static uint64_t rnr_timer_us(unsigned code)
+{
+	static const uint32_t t[32] = {
+		655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920,
+		2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920,
+		122880, 163840, 245760, 327680, 491520,
+	};
+
+	return t[code & 31];
+}
+
+static void on_aeth(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
+{
+	uint8_t syn = p->syndrome;
+
+	switch (syn & AETH_TYPE_MASK) {
+	case AETH_ACK:
+		qp->ctx->cnt.acks_rcvd++;
+		if (ack_upto(qp, p->psn))
+			progress_made(qp, now);
+		return;
+	case AETH_RNR_NAK:
+		/* 9.7.5.2.8: everything before the NAKed PSN is done. */
+		qp->ctx->cnt.rnr_naks_rcvd++;
+		if (psn_diff(p->psn, qp->req.una) > 0 && ack_upto(qp, psn_add(p->psn, PSN_MASK)))
+			progress_made(qp, now);
+		if (p->psn != qp->req.una)
+			return;
+		if (qp->req.rnr_left == 0) {
+			qp->ctx->cnt.rnr_retry_exceeded++;
+			fail_oldest(qp, IBV_WC_RNR_RETRY_EXC_ERR);
+			return;
+		}
+		if (qp->attr.rnr_retry != 7) /* 7 means retry forever (C9-129) */
+			qp->req.rnr_left--;
+		qp->req.rnr_until = now + rnr_timer_us(syn & 0x1f) * 1000ull;
+		qp->req.deadline = 0;
+		qp->req.fast_deadline = 0;
+		request_rewind(qp);
+		return;
+	default:
+		break;
+	}
+	if ((syn & AETH_TYPE_MASK) != AETH_NAK)
+		return; /* reserved syndrome: ignore */
+	if (psn_diff(p->psn, qp->req.una) > 0 && ack_upto(qp, psn_add(p->psn, PSN_MASK)))
+		progress_made(qp, now);
+	switch (syn & 0x1f) {
+	case NAK_PSN_SEQ_ERR:
+		qp->ctx->cnt.seq_naks_rcvd++;
+		if (p->psn == qp->req.una)
+			request_rewind(qp);
+		return;
+	case NAK_INVALID_REQ:
+		qp->ctx->cnt.rem_inv_req_errs++;
+		fail_oldest(qp, IBV_WC_REM_INV_REQ_ERR);
+		return;
+	case NAK_REM_ACCESS_ERR:
+		qp->ctx->cnt.rem_access_errs++;
+		fail_oldest(qp, IBV_WC_REM_ACCESS_ERR);
+		return;
+	case NAK_REM_OP_ERR:
+		fail_oldest(qp, IBV_WC_REM_OP_ERR);
+		return;
+	default:
+		fail_oldest(qp, IBV_WC_REM_INV_REQ_ERR);
+		return;
+	}
+}
+
+/* SEND/WRITE WQEs before the response's PSN are implicitly ACKed by a READ
+ * response or atomic ACK (9.7.5.1.2). Returns the oldest unfinished WQE,
+ * which must be the READ/atomic the response belongs to. */
+static struct uroce_swqe *implied_ack(struct uroce_qp *qp, uint32_t psn)
+{
+	struct uroce_swqe *w;
+	uint32_t idx;
+
+	while ((w = oldest(qp, &idx)) && !is_rd_atomic(w->opcode)) {
+		if (psn_diff(psn, last_psn(w)) <= 0)
+			return NULL;
+		qp->req.una = psn_add(last_psn(w), 1);
+	}
+	return w;
+}
+
+static void on_read_resp(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
+{
+	uint32_t flags = wire_opcodes[p->opcode].flags, off;
+	struct uroce_swqe *w;
+	int st;
+
+	if (flags & OPF_AETH && (p->syndrome & AETH_TYPE_MASK) != AETH_ACK) {
+		on_aeth(qp, p, now);
+		return;
+	}
+	w = implied_ack(qp, p->psn);
+	if (!w || w->opcode != IBV_WR_RDMA_READ || psn_diff(p->psn, w->first_psn) < 0 ||
+	    psn_diff(p->psn, last_psn(w)) > 0)
+		return; /* stray or duplicate */
+	if (p->psn != w->resp_next) {
+		if (psn_diff(p->psn, w->resp_next) > 0) {
+			/* a gap: go back to the first missing response */
+			qp->ctx->cnt.implied_naks++;
+			if (!qp->req.rewind && qp->req.gap_psn != w->resp_next) {
+				qp->req.gap_psn = w->resp_next;
+				request_rewind(qp);
+			}
+		} else {
+			qp->ctx->cnt.dup_responses++;
+		}
+		return;
+	}
+	off = (uint32_t)psn_diff(p->psn, w->first_psn) * qp->pmtu;
+	if (off + p->paylen > w->length ||
+	    (p->psn != last_psn(w) && p->paylen != qp->pmtu) ||
+	    (p->psn == last_psn(w) && off + p->paylen != w->length)) {
+		fail_oldest(qp, IBV_WC_BAD_RESP_ERR);
+		return;
+	}
+	st = scatter(qp, w, off, p->payload, p->paylen);
+	if (st) {
+		fail_oldest(qp, (enum ibv_wc_status)st);
+		return;
+	}
+	w->resp_next = psn_add(w->resp_next, 1);
+	qp->req.una = w->resp_next;
+	qp->req.gap_psn = PSN_MASK + 1;
+	if ((flags & OPF_LAST) && qp->req.rd_out)
+		qp->req.rd_out--;
+	progress_made(qp, now);
+}
+
+static void on_atomic_ack(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
+{
+	struct uroce_swqe *w;
+	uint8_t buf[8];
+	int st;
+
+	if ((p->syndrome & AETH_TYPE_MASK) != AETH_ACK) {
+		on_aeth(qp, p, now);
+		return;
+	}
+	w = implied_ack(qp, p->psn);
+	if (!w || !is_rd_atomic(w->opcode) || w->opcode == IBV_WR_RDMA_READ ||
+	    w->first_psn != p->psn)
+		return;
+	w->atomic_orig = p->orig;
+	memcpy(buf, &p->orig, 8); /* host order, as ibv_post_send(3) returns it */
+	st = scatter(qp, w, 0, buf, 8);
+	if (st) {
+		fail_oldest(qp, (enum ibv_wc_status)st);
+		return;
+	}
+	qp->req.una = psn_add(p->psn, 1);
+	if (qp->req.rd_out)
+		qp->req.rd_out--;
+	progress_made(qp, now);
+}
+
+void uroce_comp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
+		   uint64_t now)
+{
+	(void)e;
+	if (qp->eng_state != IBV_QPS_RTS && qp->eng_state != IBV_QPS_SQD &&
+	    qp->eng_state != IBV_QPS_SQE) {
+		qp->ctx->cnt.drop_state++;
+		return;
+	}
+	switch (p->opcode) {
+	case OP_ACK:
+		on_aeth(qp, p, now);
+		break;
+	case OP_READ_RESP_FIRST:
+	case OP_READ_RESP_MIDDLE:
+	case OP_READ_RESP_LAST:
+	case OP_READ_RESP_ONLY:
+		on_read_resp(qp, p, now);
+		break;
+	case OP_ATOMIC_ACK:
+		on_atomic_ack(qp, p, now);
+		break;
+	default:
+		qp->ctx->cnt.drop_opcode++;
+		return;
+	}
+	if (qp->eng_state != IBV_QPS_ERR)
+		retire(qp);
+}
+
+void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
+{
+	(void)e;
+	if (qp->eng_state != IBV_QPS_RTS && qp->eng_state != IBV_QPS_SQD)
+		return;
+	if (qp->req.rnr_until && now >= qp->req.rnr_until)
+		qp->req.rnr_until = 0;
+	if (psn_diff(qp->req.psn, qp->req.una) <= 0) {
+		qp->req.deadline = 0;
+		qp->req.fast_deadline = 0;
+		return;
+	}
+	if (qp->req.deadline && now >= qp->req.deadline) {
+		/* Local ACK timeout (C9-140): retry_cnt retries, then fail. */
+		qp->ctx->cnt.timeouts++;
+		if (qp->req.retry_left <= 0) {
+			qp->ctx->cnt.retry_exceeded++;
+			fail_oldest(qp, IBV_WC_RETRY_EXC_ERR);
+			return;
+		}
+		qp->req.retry_left--;
+		qp->req.deadline = now + qp->req.timeout_ns;
+		qp->req.fast_deadline = now + qp->req.fast_rto_ns;
+		request_rewind(qp);
+	} else if (qp->req.fast_deadline && now >= qp->req.fast_deadline) {
+		/* Early retransmission before the QP's own timeout: costs no
+		 * retry, so the failure timing the attributes imply holds. */
+		qp->req.fast_deadline = now + qp->req.fast_rto_ns;
+		qp->req.gap_psn = PSN_MASK + 1;
+		request_rewind(qp);
+	}
+}
+
+static void send_wqe_packets(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_swqe *w,
+			     int *budget)
+{
+	int is_write = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	int imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	int inv = w->opcode == IBV_WR_SEND_WITH_INV;
+
+	while (*budget > 0 && qp->req.cur_pkt < w->npkts &&
+	       psn_diff(qp->req.psn, qp->req.una) < (int32_t)qp->req.window) {
+		uint32_t k = qp->req.cur_pkt, off = k * qp->pmtu;
+		uint32_t len = MIN(qp->pmtu, w->length - off);
+		int first = k == 0, last = k == w->npkts - 1;
+		struct iovec iov[UROCE_MAX_SGE];
+		struct uroce_txpkt tp;
+		int niov = 0, st;
+
+		memset(&tp, 0, sizeof(tp));
+		if (is_write)
+			tp.h.opcode = first && last ? (imm ? OP_WRITE_ONLY_IMM : OP_WRITE_ONLY)
+				    : first	    ? OP_WRITE_FIRST
+				    : last	    ? (imm ? OP_WRITE_LAST_IMM : OP_WRITE_LAST)
+						    : OP_WRITE_MIDDLE;
+		else
+			tp.h.opcode = first && last ? (imm ? OP_SEND_ONLY_IMM
+							   : inv ? OP_SEND_ONLY_INV : OP_SEND_ONLY)
+				    : first ? OP_SEND_FIRST
+				    : last  ? (imm ? OP_SEND_LAST_IMM
+						   : inv ? OP_SEND_LAST_INV : OP_SEND_LAST)
+					    : OP_SEND_MIDDLE;
+		tp.h.pkey = DEFAULT_PKEY;
+		tp.h.dqpn = qp->dest_qpn;
+		tp.h.psn = qp->req.psn;
+		tp.h.se = last && (w->flags & SWQE_SOLICITED);
+		if (is_write && first) {
+			tp.h.va = w->remote_addr;
+			tp.h.rkey = w->rkey;
+			tp.h.dma_len = w->length;
+		}
+		if (last)
+			tp.h.imm_be = inv ? htonl(w->rkey) : w->imm_be;
+		if (last || ++qp->req.pkts_since_ackreq >= ACKREQ_EVERY) {
+			tp.h.ackreq = 1;
+			qp->req.pkts_since_ackreq = 0;
+		}
+		st = gather(qp, w, off, len, iov, &niov);
+		if (st) {
+			fail_oldest(qp, (enum ibv_wc_status)st);
+			return;
+		}
+		tp.pay = iov;
+		tp.npay = niov;
+		tp.paylen = len;
+		uroce_eng_send(e, qp, &tp);
+		qp->req.psn = psn_add(qp->req.psn, 1);
+		qp->req.cur_pkt++;
+		(*budget)--;
+	}
+}
+
+static int send_rd_atomic(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_swqe *w)
+{
+	struct uroce_txpkt tp;
+
+	if (qp->req.rd_out >= qp->req.max_rd)
+		return 0;
+	memset(&tp, 0, sizeof(tp));
+	tp.h.pkey = DEFAULT_PKEY;
+	tp.h.dqpn = qp->dest_qpn;
+	tp.h.psn = qp->req.psn;
+	tp.h.ackreq = 1;
+	tp.h.rkey = w->rkey;
+	if (w->opcode == IBV_WR_RDMA_READ) {
+		uint32_t k = qp->req.cur_pkt, n = MIN(w->npkts - k, (uint32_t)READ_CHUNK_PKTS);
+		uint32_t off = k * qp->pmtu;
+
+		if (psn_diff(qp->req.psn, qp->req.una) > 0 &&
+		    psn_diff(psn_add(qp->req.psn, n), qp->req.una) > (int32_t)qp->req.window)
+			return 0;
+		tp.h.opcode = OP_READ_REQ;
+		tp.h.va = w->remote_addr + off;
+		tp.h.dma_len = MIN(w->length - off, n * qp->pmtu);
+		uroce_eng_send(e, qp, &tp);
+		qp->req.psn = psn_add(qp->req.psn, n);
+		qp->req.cur_pkt += n;
+	} else {
+		tp.h.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? OP_CMP_SWAP : OP_FETCH_ADD;
+		tp.h.va = w->remote_addr;
+		tp.h.swap_add = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap : w->compare_add;
+		tp.h.compare = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->compare_add : 0;
+		uroce_eng_send(e, qp, &tp);
+		qp->req.psn = psn_add(qp->req.psn, 1);
+		qp->req.cur_pkt++;
+	}
+	qp->req.rd_out++;
+	return 1;
+}
+
+void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
+{
+	uint32_t head;
+	int budget = 128;
+
+	if (qp->eng_state == IBV_QPS_ERR) {
+		uroce_qp_flush(qp);
+		return;
+	}
+	if (qp->eng_state != IBV_QPS_RTS)
+		return; /* SQD: nothing new starts (IBA 10.3.1); SQE: stopped */
+	retire(qp);
+	if (qp->req.rnr_until)
+		return;
+	if (qp->req.rewind)
+		do_rewind(qp);
+	head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
+	while (qp->req.cur != head && budget > 0 && qp->eng_state == IBV_QPS_RTS) {
+		struct uroce_swqe *w = sqe(qp, qp->req.cur);
+		uint32_t before = qp->req.psn;
+
+		if (!(w->flags & SWQE_ASSIGNED)) {
+			/* Fence (ibv_post_send(3)): wait for prior READs/atomics. */
+			if ((w->flags & SWQE_FENCE) && oldest(qp, NULL))
+				break;
+			if (is_rd_atomic(w->opcode) && qp->req.rd_out >= qp->req.max_rd)
+				break;
+			w->first_psn = qp->req.psn;
+			w->npkts = (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+				    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || !w->length)
+					   ? 1
+					   : (w->length + qp->pmtu - 1) / qp->pmtu;
+			w->resp_next = w->first_psn;
+			w->flags |= SWQE_ASSIGNED;
+			qp->req.cur_pkt = 0;
+		}
+		if (is_rd_atomic(w->opcode)) {
+			if (!send_rd_atomic(e, qp, w))
+				break;
+			budget--;
+		} else {
+			send_wqe_packets(e, qp, w, &budget);
+			if (qp->eng_state != IBV_QPS_RTS)
+				return;
+		}
+		if (qp->req.psn != before)
+			arm_timers(qp, now);
+		if (qp->req.cur_pkt < w->npkts)
+			break; /* window or budget exhausted */
+		qp->req.cur++;
+		qp->req.cur_pkt = 0;
+	}
+}

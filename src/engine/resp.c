@@ -1,0 +1,479 @@
+/* Responder (IBA 9.7.4-9.7.5, C9-* as cited): PSN checks, placement of
+ * SENDs and WRITEs, READ responses, atomics, ACK/NAK generation. */
+#include "engine.h"
+
+#include <arpa/inet.h>
+#include <string.h>
+
+#define ACK_DELAY_NS 20000   /* an unrequested ACK goes out at the latest after this */
+#define ACK_EVERY 64         /* or after this many unacknowledged packets */
+#define RD_BUDGET 64         /* READ response packets per QP per engine pass */
+
+int uroce_resp_busy(const struct uroce_qp *qp)
+{
+	return qp->resp.rd_len || qp->resp.ack_now || qp->resp.unacked;
+}
+
+/* The PSN an ACK may cover: not beyond READ responses not yet sent, so that
+ * ACKs and responses reach the requester in execution order. */
+static uint32_t ack_psn(const struct uroce_qp *qp)
+{
+	if (qp->resp.rd_len) {
+		const struct uroce_rd_res *r = &qp->resp.rd[qp->resp.rd_head];
+
+		return psn_add(r->psn + r->sent / qp->pmtu, PSN_MASK);
+	}
+	return psn_add(qp->resp.epsn, PSN_MASK);
+}
+
+static void send_aeth(struct uroce_engine *e, struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
+{
+	struct uroce_txpkt tp;
+
+	memset(&tp, 0, sizeof(tp));
+	tp.h.opcode = OP_ACK;
+	tp.h.pkey = DEFAULT_PKEY;
+	tp.h.dqpn = qp->dest_qpn;
+	tp.h.psn = psn;
+	tp.h.syndrome = syndrome;
+	tp.h.msn = qp->resp.msn;
+	uroce_eng_send(e, qp, &tp);
+	qp->ctx->cnt.acks_sent++;
+}
+
+void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
+{
+	if (!qp->resp.ack_now && !(qp->resp.unacked && now >= qp->resp.ack_deadline))
+		return;
+	if (qp->eng_state != IBV_QPS_RTR && qp->eng_state != IBV_QPS_RTS &&
+	    qp->eng_state != IBV_QPS_SQD && qp->eng_state != IBV_QPS_SQE)
+		return;
+	send_aeth(e, qp, AETH_ACK | AETH_ACK_NO_CREDIT, ack_psn(qp));
+	qp->resp.ack_now = 0;
+	qp->resp.unacked = 0;
+	qp->resp.ack_deadline = 0;
+}
+
+/* A NAK that ends the responder's part (Class B/C errors, 9.9.3.1): the
+ * requester fails its WQE; here the QP enters the error state too. */
+static void nak_fatal(struct uroce_engine *e, struct uroce_qp *qp, uint8_t code,
+		      enum ibv_wc_status local)
+{
+	send_aeth(e, qp, AETH_NAK | code, qp->resp.epsn);
+	if (local && qp->resp.have_rwqe) {
+		struct ibv_wc wc = {
+			.wr_id = qp->resp.rwqe_id,
+			.status = local,
+			.opcode = IBV_WC_RECV,
+			.qp_num = qp->qpn,
+		};
+
+		uroce_cq_push(qp->rcq, &wc, 1);
+		qp->resp.have_rwqe = 0;
+	}
+	uroce_eng_flush(e);
+	uroce_qp_to_error(qp);
+	uroce_async_event(qp->ctx, IBV_EVENT_QP_FATAL, &qp->qpx.qp_base);
+}
+
+/* Remote access check: key, PD, bounds, rights of the MR and of the QP
+ * (C9-88/C9-89; zero-length accesses need no valid key, o9-?). */
+static uint8_t *remote_addr(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len,
+			    int need)
+{
+	static uint8_t none;
+	struct uroce_mr *mr;
+
+	if (!len)
+		return &none;
+	if ((qp->attr.qp_access_flags & (unsigned)need) != (unsigned)need)
+		return NULL;
+	mr = uroce_mr_lookup(&qp->ctx->mrs, rkey);
+	if (!mr || mr->pd != qp->pd)
+		return NULL;
+	return uroce_mr_addr(mr, va, len, need);
+}
+
+static int take_rwqe(struct uroce_qp *qp)
+{
+	struct uroce_rq *rq = qp->srq ? &qp->srq->rq : &qp->rq;
+	struct uroce_rwqe *r = uroce_rq_peek(rq);
+
+	if (!r)
+		return 0;
+	qp->resp.rwqe_id = r->wr_id;
+	qp->resp.rwqe_nsge = r->num_sge;
+	qp->resp.rwqe_len = r->length;
+	memcpy(qp->resp.rwqe_sge, r->sge, sizeof(r->sge[0]) * r->num_sge);
+	uroce_rq_pop(rq);
+	qp->resp.have_rwqe = 1;
+	if (qp->srq && qp->srq->limit && atomic_load(&qp->srq->armed_limit)) {
+		uint32_t left = atomic_load(&rq->head) - atomic_load(&rq->tail);
+
+		if (left < qp->srq->limit && atomic_exchange(&qp->srq->armed_limit, 0))
+			uroce_async_event(qp->ctx, IBV_EVENT_SRQ_LIMIT_REACHED, &qp->srq->ibsrq);
+	}
+	return 1;
+}
+
+/* Scatters a SEND payload into the receive WQE at msg_off. */
+static enum ibv_wc_status place_send(struct uroce_qp *qp, const uint8_t *src, uint32_t len)
+{
+	uint32_t off = qp->resp.msg_off;
+
+	if ((uint64_t)off + len > qp->resp.rwqe_len)
+		return IBV_WC_LOC_LEN_ERR;
+	for (uint32_t i = 0; i < qp->resp.rwqe_nsge && len; i++) {
+		struct ibv_sge *s = &qp->resp.rwqe_sge[i];
+		struct uroce_mr *mr;
+		uint32_t take;
+		uint8_t *host;
+
+		if (off >= s->length) {
+			off -= s->length;
+			continue;
+		}
+		take = MIN(len, s->length - off);
+		mr = uroce_mr_lookup(&qp->ctx->mrs, s->lkey);
+		if (!mr || mr->pd != qp->pd)
+			return IBV_WC_LOC_PROT_ERR;
+		host = uroce_mr_addr(mr, s->addr + off, take, IBV_ACCESS_LOCAL_WRITE);
+		if (!host)
+			return IBV_WC_LOC_PROT_ERR;
+		memcpy(host, src, take);
+		src += take;
+		len -= take;
+		off = 0;
+	}
+	return IBV_WC_SUCCESS;
+}
+
+static void complete_recv(struct uroce_qp *qp, const struct wire_pkt *p, enum ibv_wc_opcode op,
+			  uint32_t byte_len)
+{
+	uint32_t f = wire_opcodes[p->opcode].flags;
+	struct ibv_wc wc = {
+		.wr_id = qp->resp.rwqe_id,
+		.status = IBV_WC_SUCCESS,
+		.opcode = op,
+		.byte_len = byte_len,
+		.qp_num = qp->qpn,
+		.src_qp = qp->dest_qpn,
+		.pkey_index = 0,
+	};
+
+	if (f & OPF_IMM) {
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+		wc.imm_data = p->imm_be;
+	} else if (f & OPF_IETH) {
+		wc.wc_flags |= IBV_WC_WITH_INV;
+		wc.invalidated_rkey = ntohl(p->imm_be);
+	}
+	if (uroce_cq_push(qp->rcq, &wc, p->se) < 0)
+		uroce_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->rcq->ibcq);
+	qp->resp.have_rwqe = 0;
+}
+
+static void queue_read(struct uroce_qp *qp, const struct wire_pkt *p)
+{
+	uint32_t cap = (uint32_t)ARRAY_SIZE(qp->resp.rd);
+	struct uroce_rd_res *r = &qp->resp.rd[(qp->resp.rd_head + qp->resp.rd_len) % cap];
+
+	r->psn = p->psn;
+	r->rkey = p->rkey;
+	r->va = p->va;
+	r->len = p->dma_len;
+	r->sent = 0;
+	qp->resp.rd_len++;
+}
+
+static void send_atomic_ack(struct uroce_engine *e, struct uroce_qp *qp, uint32_t psn,
+			    uint64_t orig)
+{
+	struct uroce_txpkt tp;
+
+	memset(&tp, 0, sizeof(tp));
+	tp.h.opcode = OP_ATOMIC_ACK;
+	tp.h.pkey = DEFAULT_PKEY;
+	tp.h.dqpn = qp->dest_qpn;
+	tp.h.psn = psn;
+	tp.h.syndrome = AETH_ACK | AETH_ACK_NO_CREDIT;
+	tp.h.msn = qp->resp.msn;
+	tp.h.orig = orig;
+	uroce_eng_send(e, qp, &tp);
+}
+
+/* A request whose PSN is before ePSN (9.7.5.1.? duplicate detection). */
+static void duplicate(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p)
+{
+	uint32_t f = wire_opcodes[p->opcode].flags;
+
+	qp->ctx->cnt.dup_requests++;
+	if (f & OPF_READ) {
+		/* Re-execute (C9-104); the requester went back and will ask
+		 * again for everything after, so queued responses go. */
+		if (!remote_addr(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ))
+			return;
+		qp->resp.rd_len = 0;
+		queue_read(qp, p);
+		return;
+	}
+	if (f & OPF_ATOMIC) {
+		/* Never execute an atomic twice: replay its result (C9-111). */
+		for (unsigned i = 0; i < ARRAY_SIZE(qp->resp.atm); i++)
+			if (qp->resp.atm[i].valid && qp->resp.atm[i].psn == p->psn)
+				send_atomic_ack(e, qp, p->psn, qp->resp.atm[i].orig);
+		return;
+	}
+	/* SEND/WRITE: acknowledge again (C9-101). */
+	qp->resp.ack_now = 1;
+}
+
+void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
+		   uint64_t now)
+{
+	uint32_t f = wire_opcodes[p->opcode].flags;
+	int32_t d;
+
+	if (qp->eng_state != IBV_QPS_RTR && qp->eng_state != IBV_QPS_RTS &&
+	    qp->eng_state != IBV_QPS_SQD && qp->eng_state != IBV_QPS_SQE) {
+		qp->ctx->cnt.drop_state++;
+		return;
+	}
+	if (p->pkey != DEFAULT_PKEY) {
+		/* C9-41: P_Key mismatch, silently dropped and counted. */
+		qp->ctx->cnt.drop_pkey++;
+		return;
+	}
+	if (!qp->resp.comm_est) {
+		qp->resp.comm_est = 1;
+		if (qp->eng_state == IBV_QPS_RTR)
+			uroce_async_event(qp->ctx, IBV_EVENT_COMM_EST, &qp->qpx.qp_base);
+	}
+	d = psn_diff(p->psn, qp->resp.epsn);
+	if (d > 0) {
+		/* Out of sequence: one NAK per gap (C9-110). */
+		if (!qp->resp.nak_sent) {
+			send_aeth(e, qp, AETH_NAK | NAK_PSN_SEQ_ERR, qp->resp.epsn);
+			qp->resp.nak_sent = 1;
+			qp->ctx->cnt.seq_naks_sent++;
+		}
+		return;
+	}
+	if (d < 0) {
+		duplicate(e, qp, p);
+		return;
+	}
+	qp->resp.nak_sent = 0;
+
+	/* Opcode sequence (C9-94/95): middle and last packets continue a
+	 * message of their kind; first and only ones start a new one. */
+	if (f & OPF_SEND || f & OPF_WRITE) {
+		int kind = (f & OPF_SEND) ? RESP_MSG_SEND : RESP_MSG_WRITE;
+
+		if (!(f & OPF_FIRST) ? qp->resp.msg != kind : qp->resp.msg != RESP_MSG_NONE) {
+			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
+			return;
+		}
+		/* Length rules (C9-? 9.7.4.1.5): FIRST and MIDDLE carry exactly
+		 * the path MTU; LAST and ONLY at most. */
+		if (!(f & OPF_LAST) ? p->paylen != qp->pmtu : p->paylen > qp->pmtu) {
+			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
+			return;
+		}
+	}
+
+	if (f & OPF_SEND) {
+		enum ibv_wc_status st;
+
+		if (f & OPF_FIRST) {
+			if (!take_rwqe(qp)) {
+				/* Receiver not ready (9.7.5.2.8). */
+				send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
+					  qp->resp.epsn);
+				qp->ctx->cnt.rnr_naks_sent++;
+				return;
+			}
+			qp->resp.msg = RESP_MSG_SEND;
+			qp->resp.msg_off = 0;
+		}
+		st = place_send(qp, p->payload, p->paylen);
+		if (st) {
+			nak_fatal(e, qp, st == IBV_WC_LOC_LEN_ERR ? NAK_INVALID_REQ : NAK_REM_OP_ERR, st);
+			return;
+		}
+		qp->resp.msg_off += p->paylen;
+		if (f & OPF_LAST) {
+			complete_recv(qp, p, IBV_WC_RECV, qp->resp.msg_off);
+			qp->resp.msg = RESP_MSG_NONE;
+			qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
+		}
+	} else if (f & OPF_WRITE) {
+		uint8_t *dst;
+
+		if (f & OPF_FIRST) {
+			if (!remote_addr(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE)) {
+				qp->ctx->cnt.rem_access_errs++;
+				nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
+				return;
+			}
+			qp->resp.wr_rkey = p->rkey;
+			qp->resp.wr_va = p->va;
+			qp->resp.wr_len = p->dma_len;
+			qp->resp.msg_off = 0;
+			qp->resp.msg = RESP_MSG_WRITE;
+		}
+		if ((uint64_t)qp->resp.msg_off + p->paylen > qp->resp.wr_len ||
+		    ((f & OPF_LAST) && qp->resp.msg_off + p->paylen != qp->resp.wr_len)) {
+			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
+			return;
+		}
+		if ((f & OPF_IMM) && !qp->resp.have_rwqe && !take_rwqe(qp)) {
+			send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
+				  qp->resp.epsn);
+			qp->ctx->cnt.rnr_naks_sent++;
+			return;
+		}
+		if (p->paylen) {
+			/* Look the key up again: the MR may be gone since FIRST. */
+			dst = remote_addr(qp, qp->resp.wr_rkey, qp->resp.wr_va + qp->resp.msg_off,
+					  p->paylen, IBV_ACCESS_REMOTE_WRITE);
+			if (!dst) {
+				qp->ctx->cnt.rem_access_errs++;
+				nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
+				return;
+			}
+			memcpy(dst, p->payload, p->paylen);
+		}
+		qp->resp.msg_off += p->paylen;
+		if (f & OPF_LAST) {
+			if (f & OPF_IMM)
+				complete_recv(qp, p, IBV_WC_RECV_RDMA_WITH_IMM, qp->resp.wr_len);
+			qp->resp.msg = RESP_MSG_NONE;
+			qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
+		}
+	} else if (f & OPF_READ) {
+		uint32_t npk = p->dma_len ? (p->dma_len + qp->pmtu - 1) / qp->pmtu : 1;
+
+		if (qp->resp.msg != RESP_MSG_NONE) {
+			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
+			return;
+		}
+		if (!remote_addr(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ)) {
+			qp->ctx->cnt.rem_access_errs++;
+			nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
+			return;
+		}
+		if (qp->resp.rd_len >= ARRAY_SIZE(qp->resp.rd)) {
+			/* More outstanding than max_dest_rd_atomic (C9-?). */
+			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
+			return;
+		}
+		queue_read(qp, p);
+		qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
+		qp->resp.epsn = psn_add(qp->resp.epsn, npk);
+		return;
+	} else if (f & OPF_ATOMIC) {
+		uint64_t *ptr, orig;
+
+		if (qp->resp.msg != RESP_MSG_NONE) {
+			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
+			return;
+		}
+		if (p->va & 7) {
+			/* C9-? atomics need 8-byte alignment: invalid request */
+			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
+			return;
+		}
+		ptr = (uint64_t *)remote_addr(qp, p->rkey, p->va, 8, IBV_ACCESS_REMOTE_ATOMIC);
+		if (!ptr) {
+			qp->ctx->cnt.rem_access_errs++;
+			nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
+			return;
+		}
+		if (p->opcode == OP_CMP_SWAP) {
+			orig = p->compare;
+			__atomic_compare_exchange_n(ptr, &orig, p->swap_add, 0, __ATOMIC_SEQ_CST,
+						    __ATOMIC_SEQ_CST);
+		} else {
+			orig = __atomic_fetch_add(ptr, p->swap_add, __ATOMIC_SEQ_CST);
+		}
+		qp->resp.atm[qp->resp.atm_next].psn = p->psn;
+		qp->resp.atm[qp->resp.atm_next].orig = orig;
+		qp->resp.atm[qp->resp.atm_next].valid = 1;
+		qp->resp.atm_next = (qp->resp.atm_next + 1) % ARRAY_SIZE(qp->resp.atm);
+		qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
+		qp->resp.epsn = psn_add(qp->resp.epsn, 1);
+		/* Responses go out in order: ACK what precedes, then the result. */
+		if (qp->resp.unacked && !qp->resp.rd_len)
+			uroce_resp_flush_ack(e, qp, UINT64_MAX);
+		send_atomic_ack(e, qp, p->psn, orig);
+		return;
+	} else {
+		qp->ctx->cnt.drop_opcode++;
+		return;
+	}
+	qp->resp.epsn = psn_add(qp->resp.epsn, 1);
+	qp->resp.unacked++;
+	if (p->ackreq || qp->resp.unacked >= ACK_EVERY)
+		qp->resp.ack_now = 1;
+	else if (!qp->resp.ack_deadline)
+		qp->resp.ack_deadline = now + ACK_DELAY_NS;
+}
+
+void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
+{
+	uint32_t cap = (uint32_t)ARRAY_SIZE(qp->resp.rd);
+	int budget = RD_BUDGET;
+
+	(void)now;
+	while (qp->resp.rd_len && budget > 0) {
+		struct uroce_rd_res *r = &qp->resp.rd[qp->resp.rd_head];
+		uint32_t npk = r->len ? (r->len + qp->pmtu - 1) / qp->pmtu : 1;
+
+		while (budget > 0) {
+			uint32_t k = r->sent / qp->pmtu, len = MIN(qp->pmtu, r->len - r->sent);
+			struct uroce_txpkt tp;
+			struct iovec iov;
+			uint8_t *src;
+
+			memset(&tp, 0, sizeof(tp));
+			tp.h.opcode = npk == 1	       ? OP_READ_RESP_ONLY
+				    : k == 0	       ? OP_READ_RESP_FIRST
+				    : k == npk - 1 ? OP_READ_RESP_LAST
+						   : OP_READ_RESP_MIDDLE;
+			tp.h.pkey = DEFAULT_PKEY;
+			tp.h.dqpn = qp->dest_qpn;
+			tp.h.psn = psn_add(r->psn, k);
+			tp.h.syndrome = AETH_ACK | AETH_ACK_NO_CREDIT;
+			tp.h.msn = qp->resp.msn;
+			if (len) {
+				src = remote_addr(qp, r->rkey, r->va + r->sent, len,
+						  IBV_ACCESS_REMOTE_READ);
+				if (!src) {
+					/* the MR went away under the READ */
+					send_aeth(e, qp, AETH_NAK | NAK_REM_ACCESS_ERR, tp.h.psn);
+					uroce_eng_flush(e);
+					uroce_qp_to_error(qp);
+					return;
+				}
+				iov.iov_base = src;
+				iov.iov_len = len;
+				tp.pay = &iov;
+				tp.npay = 1;
+				tp.paylen = len;
+			}
+			uroce_eng_send(e, qp, &tp);
+			budget--;
+			r->sent += len;
+			if (k == npk - 1)
+				break;
+		}
+		if (r->sent < r->len || (r->len && r->sent == 0))
+			break;
+		if (r->sent >= r->len) {
+			qp->resp.rd_head = (qp->resp.rd_head + 1) % cap;
+			qp->resp.rd_len--;
+		}
+	}
+}

@@ -1,0 +1,71 @@
+/* UDP sockets for RoCEv2 flows (see net.h for the port-sharing scheme). */
+#include "net.h"
+#include "util.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/ip.h>
+#include <string.h>
+#include <unistd.h>
+
+void uroce_net_set_bufs(int fd, int bytes)
+{
+	/* SO_*BUFFORCE needs CAP_NET_ADMIN; fall back to the capped form. */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+}
+
+static int udp_socket(void)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int pmtu = IP_PMTUDISC_DO;
+
+	if (fd < 0)
+		return -1;
+	/* DF on every packet: unconnected DF datagrams carry IP ID 0. */
+	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	return fd;
+}
+
+int uroce_net_tx_socket(uint32_t ip4, uint16_t sport)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(sport) };
+	int fd = udp_socket();
+
+	if (fd < 0)
+		return -errno;
+	sin.sin_addr.s_addr = ip4;
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+int uroce_net_rx_socket(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(ROCE_V2_PORT) };
+	int fd = udp_socket(), one = 1;
+
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	sin.sin_addr.s_addr = ip4;
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		goto fail;
+	sin.sin_addr.s_addr = peer_ip4;
+	sin.sin_port = htons(peer_sport);
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		goto fail;
+	return fd;
+fail:;
+	int e = errno;
+
+	close(fd);
+	return -e;
+}

@@ -1,0 +1,1459 @@
+/* The verbs objects: PD, MR, CQ, completion channel, SRQ, RC QP, posting
+ * and polling. Entry points validate their arguments (the errno values of
+ * the man pages) and hand transport work to the engine. */
+#include "verbs_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+void uroce__init_ops_device(struct uroce_ctx *ctx);
+
+static uint32_t pow2_at_least(uint32_t n)
+{
+	uint32_t p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+static void engine_barrier_fn(void *arg)
+{
+	(void)arg;
+}
+
+/* ---- PD ---- */
+
+UROCE_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
+{
+	struct uroce_pd *pd = calloc(1, sizeof(*pd));
+
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd->ibpd.context = context;
+	return &pd->ibpd;
+}
+
+UROCE_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
+{
+	struct uroce_pd *pd = to_upd(ibpd);
+
+	if (atomic_load(&pd->refs))
+		return EBUSY;
+	free(pd);
+	return 0;
+}
+
+/* ---- MR ---- */
+
+#define MR_ACCESS_KNOWN                                                                      \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |         \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |             \
+	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_OPTIONAL_RANGE)
+
+static int check_access(int access)
+{
+	/* ibv_reg_mr(3): remote write or atomic access needs local write. */
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IBV_ACCESS_LOCAL_WRITE))
+		return EINVAL;
+	if (access & ~MR_ACCESS_KNOWN & ~IBV_ACCESS_OPTIONAL_RANGE)
+		return EINVAL;
+	return 0;
+}
+
+UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_t length,
+					     uint64_t iova, unsigned int access)
+{
+	struct uroce_pd *pd = to_upd(ibpd);
+	struct uroce_ctx *ctx = to_uctx(ibpd->context);
+	struct uroce_mr *mr;
+	int ret = check_access((int)access);
+
+	if (!ret && length && !addr)
+		ret = EINVAL;
+	if (ret) {
+		errno = ret;
+		return NULL;
+	}
+	mr = calloc(1, sizeof(*mr));
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	mr->pd = pd;
+	mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
+	mr->length = length;
+	mr->host = addr;
+	mr->access = (int)access;
+	mr->kind = UROCE_MEM_HOST;
+	mr->ibmr.context = ibpd->context;
+	mr->ibmr.pd = ibpd;
+	mr->ibmr.addr = addr;
+	mr->ibmr.length = length;
+	ret = uroce_mr_insert(&ctx->mrs, mr);
+	if (ret) {
+		free(mr);
+		errno = ret;
+		return NULL;
+	}
+	mr->ibmr.handle = mr->ibmr.lkey;
+	atomic_fetch_add(&pd->refs, 1);
+	return &mr->ibmr;
+}
+
+UROCE_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr, (unsigned int)access);
+}
+
+UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
+					    uint64_t iova, int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned int)access);
+}
+
+UROCE_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+					      uint64_t iova, int fd, int access)
+{
+	/* dma-buf import needs a driver that maps the buffer; not yet. */
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
+{
+	struct uroce_mr *mr = to_umr(ibmr);
+	struct uroce_ctx *ctx = to_uctx(ibmr->context);
+
+	uroce_mr_remove(&ctx->mrs, mr);
+	/* The engine looks keys up per packet; once it has passed a barrier
+	 * no packet can still be using this MR. */
+	uroce_eng_call(ctx, engine_barrier_fn, NULL);
+	atomic_fetch_sub(&mr->pd->refs, 1);
+	free(mr);
+	return 0;
+}
+
+UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd, void *addr,
+			      size_t length, int access)
+{
+	struct uroce_mr *mr = to_umr(ibmr);
+	struct uroce_ctx *ctx = to_uctx(ibmr->context);
+
+	if (flags & ~(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
+		      IBV_REREG_MR_CHANGE_ACCESS))
+		return EINVAL;
+	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && check_access(access))
+		return EINVAL;
+	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && length && !addr)
+		return EINVAL;
+	uroce_mr_remove(&ctx->mrs, mr);
+	uroce_eng_call(ctx, engine_barrier_fn, NULL);
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		atomic_fetch_sub(&mr->pd->refs, 1);
+		mr->pd = to_upd(ibpd);
+		mr->ibmr.pd = ibpd;
+		atomic_fetch_add(&mr->pd->refs, 1);
+	}
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		mr->host = addr;
+		mr->iova = (uintptr_t)addr;
+		mr->length = length;
+		mr->ibmr.addr = addr;
+		mr->ibmr.length = length;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		mr->access = access;
+	if (uroce_mr_insert(&ctx->mrs, mr))
+		return ENOMEM;
+	mr->ibmr.handle = mr->ibmr.lkey;
+	return 0;
+}
+
+/* ---- completion channels and CQs ---- */
+
+UROCE_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
+{
+	struct uroce_comp_channel *ch = calloc(1, sizeof(*ch));
+
+	if (!ch) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ch->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	if (ch->ch.fd < 0) {
+		free(ch);
+		return NULL;
+	}
+	ch->ch.context = context;
+	pthread_mutex_init(&ch->lock, NULL);
+	return &ch->ch;
+}
+
+UROCE_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
+{
+	struct uroce_comp_channel *ch = container_of(channel, struct uroce_comp_channel, ch);
+
+	if (channel->refcnt)
+		return EBUSY;
+	close(channel->fd);
+	pthread_mutex_destroy(&ch->lock);
+	free(ch->q);
+	free(ch);
+	return 0;
+}
+
+static int poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
+{
+	struct uroce_cq *cq = to_ucq(ibcq);
+	uint32_t cons, prod, n;
+
+	if (num <= 0)
+		return num < 0 ? -1 : 0;
+	pthread_spin_lock(&cq->poll_lock);
+	cons = atomic_load_explicit(&cq->cons, memory_order_relaxed);
+	prod = atomic_load_explicit(&cq->prod, memory_order_acquire);
+	n = MIN(prod - cons, (uint32_t)num);
+	for (uint32_t i = 0; i < n; i++)
+		wc[i] = cq->ring[(cons + i) & (cq->size - 1)];
+	atomic_store_explicit(&cq->cons, cons + n, memory_order_release);
+	pthread_spin_unlock(&cq->poll_lock);
+	return (int)n;
+}
+
+static int req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	atomic_store(&to_ucq(ibcq)->armed, solicited_only ? 2 : 1);
+	return 0;
+}
+
+UROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
+					  struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct uroce_cq *cq;
+
+	if (cqe < 1 || cqe >= UROCE_MAX_CQE || comp_vector < 0 ||
+	    comp_vector >= context->num_comp_vectors) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	cq->size = pow2_at_least((uint32_t)cqe + 1);
+	cq->ring = calloc(cq->size, sizeof(*cq->ring));
+	if (!cq->ring) {
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_spin_init(&cq->poll_lock, PTHREAD_PROCESS_PRIVATE);
+	cq->ibcq.context = context;
+	cq->ibcq.channel = channel;
+	cq->ibcq.cq_context = cq_context;
+	cq->ibcq.cqe = (int)cq->size - 1;
+	pthread_mutex_init(&cq->ibcq.mutex, NULL);
+	pthread_cond_init(&cq->ibcq.cond, NULL);
+	if (channel) {
+		cq->chan = container_of(channel, struct uroce_comp_channel, ch);
+		channel->refcnt++;
+	}
+	return &cq->ibcq;
+}
+
+struct resize_args {
+	struct uroce_cq *cq;
+	struct ibv_wc *ring;
+	uint32_t size;
+	int ret;
+};
+
+static void resize_fn(void *arg)
+{
+	struct resize_args *a = arg;
+	struct uroce_cq *cq = a->cq;
+	uint32_t cons, prod, n;
+
+	pthread_spin_lock(&cq->poll_lock);
+	cons = atomic_load(&cq->cons);
+	prod = atomic_load(&cq->prod);
+	n = prod - cons;
+	if (n > a->size - 1) {
+		a->ret = EINVAL;
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			a->ring[i] = cq->ring[(cons + i) & (cq->size - 1)];
+		free(cq->ring);
+		cq->ring = a->ring;
+		cq->size = a->size;
+		atomic_store(&cq->cons, 0);
+		atomic_store(&cq->prod, n);
+		cq->ibcq.cqe = (int)a->size - 1;
+		a->ring = NULL;
+	}
+	pthread_spin_unlock(&cq->poll_lock);
+}
+
+UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct resize_args a = { .cq = to_ucq(ibcq) };
+
+	if (cqe < 1 || cqe >= UROCE_MAX_CQE)
+		return EINVAL;
+	a.size = pow2_at_least((uint32_t)cqe + 1);
+	a.ring = calloc(a.size, sizeof(*a.ring));
+	if (!a.ring)
+		return ENOMEM;
+	uroce_eng_call(to_uctx(ibcq->context), resize_fn, &a);
+	free(a.ring);
+	return a.ret;
+}
+
+static void cq_unqueue_events(struct uroce_cq *cq)
+{
+	struct uroce_comp_channel *ch = cq->chan;
+	uint32_t keep = 0;
+
+	pthread_mutex_lock(&ch->lock);
+	for (uint32_t i = 0; i < ch->qlen; i++) {
+		struct uroce_cq *c = ch->q[(ch->qhead + i) % ch->qcap];
+
+		if (c != cq)
+			ch->q[(ch->qhead + keep++) % ch->qcap] = c;
+	}
+	ch->qlen = keep;
+	pthread_mutex_unlock(&ch->lock);
+}
+
+UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct uroce_cq *cq = to_ucq(ibcq);
+
+	if (atomic_load(&cq->refs))
+		return EBUSY;
+	uroce_eng_call(to_uctx(ibcq->context), engine_barrier_fn, NULL);
+	if (cq->chan) {
+		cq_unqueue_events(cq);
+		cq->chan->ch.refcnt--;
+	}
+	pthread_spin_destroy(&cq->poll_lock);
+	free(cq->ring);
+	free(cq);
+	return 0;
+}
+
+UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq_out,
+				  void **cq_context)
+{
+	struct uroce_comp_channel *ch = container_of(channel, struct uroce_comp_channel, ch);
+	struct uroce_cq *cq;
+	uint64_t v;
+
+	for (;;) {
+		if (read(channel->fd, &v, sizeof(v)) != sizeof(v))
+			return -1;
+		pthread_mutex_lock(&ch->lock);
+		if (ch->qlen)
+			break;
+		/* the event's CQ was destroyed: wait for the next one */
+		pthread_mutex_unlock(&ch->lock);
+	}
+	cq = ch->q[ch->qhead];
+	ch->qhead = (ch->qhead + 1) % ch->qcap;
+	ch->qlen--;
+	cq->events_pending--;
+	pthread_mutex_unlock(&ch->lock);
+	*cq_out = &cq->ibcq;
+	*cq_context = cq->ibcq.cq_context;
+	return 0;
+}
+
+UROCE_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_cond_signal(&cq->cond);
+	pthread_mutex_unlock(&cq->mutex);
+}
+
+/* ---- receive queues and SRQ ---- */
+
+static int rq_init(struct uroce_rq *rq, uint32_t max_wr, uint32_t max_sge)
+{
+	rq->max_wr = max_wr;
+	rq->max_sge = max_sge ? max_sge : 1;
+	rq->size = pow2_at_least(max_wr ? max_wr : 1);
+	rq->stride = (uint32_t)(sizeof(struct uroce_rwqe) + sizeof(struct ibv_sge) * rq->max_sge);
+	rq->ring = calloc(rq->size, rq->stride);
+	pthread_spin_init(&rq->lock, PTHREAD_PROCESS_PRIVATE);
+	return rq->ring ? 0 : ENOMEM;
+}
+
+static void rq_fini(struct uroce_rq *rq)
+{
+	free(rq->ring);
+	pthread_spin_destroy(&rq->lock);
+}
+
+static int rq_post(struct uroce_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	int ret = 0;
+
+	pthread_spin_lock(&rq->lock);
+	for (; wr; wr = wr->next) {
+		uint32_t head = atomic_load_explicit(&rq->head, memory_order_relaxed);
+		struct uroce_rwqe *r;
+		uint64_t len = 0;
+
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
+			ret = EINVAL;
+			break;
+		}
+		if (head - atomic_load_explicit(&rq->tail, memory_order_acquire) >= rq->max_wr) {
+			ret = ENOMEM;
+			break;
+		}
+		r = (struct uroce_rwqe *)(rq->ring + (size_t)(head & (rq->size - 1)) * rq->stride);
+		r->wr_id = wr->wr_id;
+		r->num_sge = (uint32_t)wr->num_sge;
+		for (int i = 0; i < wr->num_sge; i++) {
+			r->sge[i] = wr->sg_list[i];
+			len += wr->sg_list[i].length;
+		}
+		r->length = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
+		atomic_store_explicit(&rq->head, head + 1, memory_order_release);
+	}
+	pthread_spin_unlock(&rq->lock);
+	if (ret)
+		*bad = wr;
+	return ret;
+}
+
+static int post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	return rq_post(&to_usrq(ibsrq)->rq, wr, bad);
+}
+
+UROCE_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	struct uroce_srq *srq;
+
+	if (attr->attr.max_wr < 1 || attr->attr.max_wr > UROCE_MAX_QP_WR ||
+	    attr->attr.max_sge > UROCE_MAX_SGE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	srq = calloc(1, sizeof(*srq));
+	if (!srq || rq_init(&srq->rq, attr->attr.max_wr, attr->attr.max_sge)) {
+		free(srq);
+		errno = ENOMEM;
+		return NULL;
+	}
+	srq->pd = to_upd(pd);
+	srq->limit = attr->attr.srq_limit;
+	atomic_store(&srq->armed_limit, srq->limit ? 1 : 0);
+	srq->ibsrq.context = pd->context;
+	srq->ibsrq.srq_context = attr->srq_context;
+	srq->ibsrq.pd = pd;
+	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
+	pthread_cond_init(&srq->ibsrq.cond, NULL);
+	attr->attr.max_sge = srq->rq.max_sge;
+	atomic_fetch_add(&srq->pd->refs, 1);
+	return &srq->ibsrq;
+}
+
+UROCE_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
+{
+	struct uroce_srq *srq = to_usrq(ibsrq);
+
+	if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
+		return EINVAL;
+	if ((mask & IBV_SRQ_MAX_WR) && (attr->max_wr < 1 || attr->max_wr > srq->rq.size))
+		return EINVAL; /* growing the ring in place is not supported */
+	if ((mask & IBV_SRQ_LIMIT) && attr->srq_limit > srq->rq.max_wr)
+		return EINVAL;
+	if (mask & IBV_SRQ_MAX_WR)
+		srq->rq.max_wr = attr->max_wr;
+	if (mask & IBV_SRQ_LIMIT) {
+		srq->limit = attr->srq_limit;
+		atomic_store(&srq->armed_limit, attr->srq_limit ? 1 : 0);
+	}
+	return 0;
+}
+
+UROCE_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+{
+	struct uroce_srq *srq = to_usrq(ibsrq);
+
+	attr->max_wr = srq->rq.max_wr;
+	attr->max_sge = srq->rq.max_sge;
+	attr->srq_limit = srq->limit;
+	return 0;
+}
+
+UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct uroce_srq *srq = to_usrq(ibsrq);
+
+	if (atomic_load(&srq->refs))
+		return EBUSY;
+	atomic_fetch_sub(&srq->pd->refs, 1);
+	rq_fini(&srq->rq);
+	free(srq);
+	return 0;
+}
+
+/* ---- QP ---- */
+
+static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+static void init_qp_ex_ops(struct uroce_qp *qp);
+static void free_qp_ex(struct uroce_qp *qp);
+
+struct qp_cmd {
+	struct uroce_qp *qp;
+	struct ibv_qp_attr *attr;
+	int mask;
+	int ret;
+};
+
+/* Binds the tx socket to a free port; the QPN names the port (see
+ * docs/design.md: the peer derives our flow's source port from our QPN). */
+static int alloc_qpn(struct uroce_qp *qp)
+{
+	uint32_t gen = (uroce_random32() % 255) + 1;
+
+	for (int tries = 0; tries < 4096; tries++) {
+		uint16_t port = (uint16_t)(0x8000 | (uroce_random32() & 0x7fff));
+		int fd = uroce_net_tx_socket(qp->src_ip4, port);
+
+		if (fd == -EADDRINUSE)
+			continue;
+		if (fd < 0)
+			return -fd;
+		uroce_net_set_bufs(fd, 4 << 20);
+		qp->tx_fd = fd;
+		qp->sport = port;
+		qp->qpn = (gen << 16) | port;
+		return 0;
+	}
+	return EADDRINUSE;
+}
+
+static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd,
+				struct ibv_qp_init_attr *init)
+{
+	struct uroce_ctx *ctx = to_uctx(context);
+	struct uroce_qp *qp;
+	struct ibv_qp_cap *cap = &init->cap;
+	int ret;
+
+	if (init->qp_type != IBV_QPT_RC) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!init->send_cq || !init->recv_cq || cap->max_send_wr > UROCE_MAX_QP_WR ||
+	    cap->max_send_sge > UROCE_MAX_SGE || cap->max_inline_data > UROCE_MAX_INLINE ||
+	    (!init->srq && (cap->max_recv_wr > UROCE_MAX_QP_WR || cap->max_recv_sge > UROCE_MAX_SGE))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (atomic_load(&ctx->nqps) >= UROCE_MAX_QP) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	qp->ctx = ctx;
+	qp->pd = to_upd(ibpd);
+	qp->scq = to_ucq(init->send_cq);
+	qp->rcq = to_ucq(init->recv_cq);
+	qp->srq = init->srq ? to_usrq(init->srq) : NULL;
+	qp->sq_sig_all = init->sq_sig_all;
+	qp->cap = *cap;
+	if (qp->cap.max_send_sge == 0)
+		qp->cap.max_send_sge = 1;
+	qp->tx_fd = qp->rx_fd = -1;
+	qp->src_ip4 = ctx->dev.ip4;
+	qp->sq_size = pow2_at_least(cap->max_send_wr ? cap->max_send_wr : 1);
+	qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
+	qp->sq_sge = calloc((size_t)qp->sq_size * qp->cap.max_send_sge, sizeof(*qp->sq_sge));
+	if (cap->max_inline_data)
+		qp->sq_inline = malloc((size_t)qp->sq_size * cap->max_inline_data);
+	ret = (!qp->sq || !qp->sq_sge || (cap->max_inline_data && !qp->sq_inline)) ? ENOMEM : 0;
+	if (!ret && !qp->srq)
+		ret = rq_init(&qp->rq, cap->max_recv_wr, cap->max_recv_sge);
+	if (!ret)
+		ret = alloc_qpn(qp);
+	if (ret) {
+		free(qp->sq);
+		free(qp->sq_sge);
+		free(qp->sq_inline);
+		if (qp->rq.ring)
+			rq_fini(&qp->rq);
+		free(qp);
+		errno = ret;
+		return NULL;
+	}
+	for (uint32_t i = 0; i < qp->sq_size; i++) {
+		qp->sq[i].sge = qp->sq_sge + (size_t)i * qp->cap.max_send_sge;
+		if (qp->sq_inline)
+			qp->sq[i].inl = qp->sq_inline + (size_t)i * cap->max_inline_data;
+	}
+	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
+	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->eng_state = IBV_QPS_RESET;
+	atomic_store(&qp->state, IBV_QPS_RESET);
+	qp->attr.cap = qp->cap;
+
+	qp->qpx.qp_base.context = context;
+	qp->qpx.qp_base.qp_context = init->qp_context;
+	qp->qpx.qp_base.pd = ibpd;
+	qp->qpx.qp_base.send_cq = init->send_cq;
+	qp->qpx.qp_base.recv_cq = init->recv_cq;
+	qp->qpx.qp_base.srq = init->srq;
+	qp->qpx.qp_base.qp_num = qp->qpn;
+	qp->qpx.qp_base.handle = qp->qpn;
+	qp->qpx.qp_base.state = IBV_QPS_RESET;
+	qp->qpx.qp_base.qp_type = IBV_QPT_RC;
+	pthread_mutex_init(&qp->qpx.qp_base.mutex, NULL);
+	pthread_cond_init(&qp->qpx.qp_base.cond, NULL);
+	init_qp_ex_ops(qp);
+
+	atomic_fetch_add(&qp->pd->refs, 1);
+	atomic_fetch_add(&qp->scq->refs, 1);
+	atomic_fetch_add(&qp->rcq->refs, 1);
+	if (qp->srq)
+		atomic_fetch_add(&qp->srq->refs, 1);
+	atomic_fetch_add(&ctx->nqps, 1);
+	init->cap = qp->cap;
+	return &qp->qpx.qp_base;
+}
+
+UROCE_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+{
+	return create_qp(pd->context, pd, init);
+}
+
+#define SEND_OPS_SUPPORTED                                                                   \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND | \
+	 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                             \
+	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+static struct ibv_qp *create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *ax)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp *qp;
+
+	if (!(ax->comp_mask & IBV_QP_INIT_ATTR_PD) || !ax->pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (ax->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+			      IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (((ax->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ax->create_flags) ||
+	    ((ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	     (ax->send_ops_flags & ~(uint64_t)SEND_OPS_SUPPORTED))) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	memset(&init, 0, sizeof(init));
+	init.qp_context = ax->qp_context;
+	init.send_cq = ax->send_cq;
+	init.recv_cq = ax->recv_cq;
+	init.srq = ax->srq;
+	init.cap = ax->cap;
+	init.qp_type = ax->qp_type;
+	init.sq_sig_all = ax->sq_sig_all;
+	qp = create_qp(context, ax->pd, &init);
+	if (qp)
+		ax->cap = init.cap;
+	return qp;
+}
+
+static void destroy_fn(void *arg)
+{
+	struct uroce_qp *qp = arg;
+
+	uroce_eng_deactivate(qp->ctx->eng, qp);
+	uroce_qp_disconnect(qp);
+	if (qp->tx_fd >= 0)
+		close(qp->tx_fd);
+	qp->tx_fd = -1;
+}
+
+UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+
+	uroce_eng_call(qp->ctx, destroy_fn, qp);
+	atomic_fetch_sub(&qp->pd->refs, 1);
+	atomic_fetch_sub(&qp->scq->refs, 1);
+	atomic_fetch_sub(&qp->rcq->refs, 1);
+	if (qp->srq)
+		atomic_fetch_sub(&qp->srq->refs, 1);
+	else
+		rq_fini(&qp->rq);
+	atomic_fetch_sub(&qp->ctx->nqps, 1);
+	pthread_spin_destroy(&qp->sq_lock);
+	free(qp->sq);
+	free(qp->sq_sge);
+	free(qp->sq_inline);
+	free_qp_ex(qp);
+	free(qp);
+	return 0;
+}
+
+/* ibv_modify_qp(3) / IBA 10.3.1 table 91: attributes each RC transition
+ * requires and allows (besides IBV_QP_STATE). */
+struct transition {
+	int req, opt;
+	int ok;
+};
+
+#define OPT_RTS (IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | \
+		 IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)
+
+static struct transition transition_of(enum ibv_qp_state cur, enum ibv_qp_state next)
+{
+	struct transition t = { 0, 0, 0 };
+
+	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) {
+		t.ok = 1;
+		t.opt = IBV_QP_CUR_STATE;
+		return t;
+	}
+	switch (cur) {
+	case IBV_QPS_RESET:
+		if (next == IBV_QPS_INIT) {
+			t.ok = 1;
+			t.req = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+		}
+		break;
+	case IBV_QPS_INIT:
+		if (next == IBV_QPS_INIT) {
+			t.ok = 1;
+			t.opt = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+		} else if (next == IBV_QPS_RTR) {
+			t.ok = 1;
+			t.req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+			t.opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX;
+		}
+		break;
+	case IBV_QPS_RTR:
+		if (next == IBV_QPS_RTS) {
+			t.ok = 1;
+			t.req = IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				IBV_QP_MAX_QP_RD_ATOMIC;
+			t.opt = OPT_RTS;
+		}
+		break;
+	case IBV_QPS_RTS:
+		if (next == IBV_QPS_RTS) {
+			t.ok = 1;
+			t.opt = OPT_RTS;
+		} else if (next == IBV_QPS_SQD) {
+			t.ok = 1;
+			t.opt = IBV_QP_EN_SQD_ASYNC_NOTIFY;
+		}
+		break;
+	case IBV_QPS_SQD:
+		if (next == IBV_QPS_RTS) {
+			t.ok = 1;
+			t.opt = OPT_RTS;
+		} else if (next == IBV_QPS_SQD) {
+			t.ok = 1;
+			t.opt = IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_ALT_PATH |
+				IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE |
+				IBV_QP_PKEY_INDEX | IBV_QP_CUR_STATE;
+		}
+		break;
+	case IBV_QPS_SQE:
+		if (next == IBV_QPS_RTS) {
+			t.ok = 1;
+			t.opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER;
+		}
+		break;
+	default:
+		break;
+	}
+	return t;
+}
+
+static int check_values(struct uroce_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	struct uroce_ctx *ctx = qp->ctx;
+
+	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
+		return EINVAL;
+	if ((mask & IBV_QP_PORT) && a->port_num != 1)
+		return EINVAL;
+	if ((mask & IBV_QP_ACCESS_FLAGS) &&
+	    (a->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
+		return EINVAL;
+	if ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
+		return EINVAL;
+	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > QPN_MASK)
+		return EINVAL;
+	if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
+		return EINVAL;
+	if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
+		return EINVAL;
+	if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > UROCE_MAX_RD_ATOMIC)
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > UROCE_MAX_RD_ATOMIC)
+		return EINVAL;
+	if (mask & IBV_QP_AV) {
+		const struct ibv_ah_attr *ah = &a->ah_attr;
+		static const uint8_t v4pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+		/* RoCE needs a GRH; uroce carries IPv4 RoCEv2 GIDs. */
+		if (!ah->is_global || (ah->port_num && ah->port_num != 1))
+			return EINVAL;
+		if (ah->grh.sgid_index >= ctx->dev.ngids)
+			return EINVAL;
+		if (memcmp(ah->grh.dgid.raw, v4pre, 12))
+			return EINVAL;
+	}
+	if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != qp->attr.qp_state)
+		return EINVAL;
+	return 0;
+}
+
+static void apply_fn(void *arg)
+{
+	struct qp_cmd *c = arg;
+	struct uroce_qp *qp = c->qp;
+	struct ibv_qp_attr *a = c->attr;
+	int mask = c->mask;
+	enum ibv_qp_state cur = qp->attr.qp_state;
+	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? a->qp_state : cur;
+
+	c->ret = 0;
+	if (next == IBV_QPS_RTR && cur == IBV_QPS_INIT) {
+		const uint8_t *sg = qp->ctx->dev.gid[a->ah_attr.grh.sgid_index];
+		uint32_t sip;
+		int ret;
+
+		memcpy(&qp->peer_ip4, &a->ah_attr.grh.dgid.raw[12], 4);
+		memcpy(&sip, sg + 12, 4);
+		if (sip != qp->src_ip4) {
+			/* another source address: same port, new socket */
+			int fd = uroce_net_tx_socket(sip, qp->sport);
+
+			if (fd < 0) {
+				c->ret = -fd;
+				return;
+			}
+			close(qp->tx_fd);
+			qp->tx_fd = fd;
+			qp->src_ip4 = sip;
+		}
+		qp->dest_qpn = a->dest_qp_num;
+		qp->pmtu = 128u << MIN((int)a->path_mtu,
+				       uroce_net_active_mtu(uroce_net_mtu(qp->ctx->dev.ifname)));
+		qp->resp.epsn = a->rq_psn & PSN_MASK;
+		ret = uroce_qp_connect(qp);
+		if (ret) {
+			c->ret = ret;
+			return;
+		}
+	}
+	if (next == IBV_QPS_RTS && cur == IBV_QPS_RTR) {
+		uint32_t psn = a->sq_psn & PSN_MASK;
+		const char *rto = getenv("UROCE_RTO_US");
+
+		qp->req.psn = qp->req.una = psn;
+		qp->req.cur = atomic_load(&qp->sq_tail);
+		qp->req.timeout_ns = a->timeout ? (uint64_t)(4096ull << a->timeout) : 0;
+		qp->req.retry_left = a->retry_cnt;
+		qp->req.rnr_left = a->rnr_retry;
+		qp->req.max_rd = a->max_rd_atomic ? a->max_rd_atomic : 1;
+		qp->req.window = 256;
+		qp->req.fast_rto_ns = (rto ? strtoull(rto, NULL, 0) : 2000) * 1000ull;
+		if (qp->req.timeout_ns && qp->req.fast_rto_ns > qp->req.timeout_ns)
+			qp->req.fast_rto_ns = qp->req.timeout_ns;
+		qp->req.gap_psn = PSN_MASK + 1;
+	}
+	/* Commit the attributes. */
+	if (mask & IBV_QP_PKEY_INDEX)
+		qp->attr.pkey_index = a->pkey_index;
+	if (mask & IBV_QP_PORT)
+		qp->attr.port_num = a->port_num;
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		qp->attr.qp_access_flags = a->qp_access_flags;
+	if (mask & IBV_QP_AV)
+		qp->attr.ah_attr = a->ah_attr;
+	if (mask & IBV_QP_PATH_MTU)
+		qp->attr.path_mtu = a->path_mtu;
+	if (mask & IBV_QP_DEST_QPN)
+		qp->attr.dest_qp_num = a->dest_qp_num;
+	if (mask & IBV_QP_RQ_PSN)
+		qp->attr.rq_psn = a->rq_psn & PSN_MASK;
+	if (mask & IBV_QP_SQ_PSN)
+		qp->attr.sq_psn = a->sq_psn & PSN_MASK;
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		qp->attr.max_dest_rd_atomic = a->max_dest_rd_atomic;
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC) {
+		qp->attr.max_rd_atomic = a->max_rd_atomic;
+		qp->req.max_rd = a->max_rd_atomic ? a->max_rd_atomic : 1;
+	}
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		qp->attr.min_rnr_timer = a->min_rnr_timer;
+	if (mask & IBV_QP_TIMEOUT) {
+		qp->attr.timeout = a->timeout;
+		qp->req.timeout_ns = a->timeout ? (uint64_t)(4096ull << a->timeout) : 0;
+	}
+	if (mask & IBV_QP_RETRY_CNT)
+		qp->attr.retry_cnt = a->retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		qp->attr.rnr_retry = a->rnr_retry;
+	if (mask & IBV_QP_PATH_MIG_STATE)
+		qp->attr.path_mig_state = a->path_mig_state;
+	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+		qp->attr.en_sqd_async_notify = a->en_sqd_async_notify;
+
+	if (next == cur)
+		return;
+	if (next == IBV_QPS_RESET) {
+		uroce_eng_deactivate(qp->ctx->eng, qp);
+		uroce_qp_disconnect(qp);
+		uroce_qp_reset_transport(qp);
+	} else if (next == IBV_QPS_ERR) {
+		uroce_qp_to_error(qp);
+		uroce_eng_activate(qp->ctx->eng, qp);
+	}
+	qp->attr.qp_state = next;
+	qp->eng_state = next;
+	qp->qpx.qp_base.state = next;
+	atomic_store(&qp->state, next);
+	if (next == IBV_QPS_SQD && qp->attr.en_sqd_async_notify && !uroce_req_busy(qp))
+		uroce_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, &qp->qpx.qp_base);
+	if (next == IBV_QPS_RTS)
+		uroce_eng_activate(qp->ctx->eng, qp);
+}
+
+UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+	struct qp_cmd c = { .qp = qp, .attr = attr, .mask = mask };
+	enum ibv_qp_state cur = qp->attr.qp_state, next;
+	struct transition t;
+	int extra, ret;
+
+	if (!attr)
+		return EINVAL;
+	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+	if (next > IBV_QPS_ERR)
+		return EINVAL;
+	t = transition_of(cur, next);
+	if (!t.ok)
+		return EINVAL;
+	extra = mask & ~IBV_QP_STATE;
+	if ((extra & t.req) != t.req || (extra & ~(t.req | t.opt)))
+		return EINVAL;
+	ret = check_values(qp, attr, mask);
+	if (ret)
+		return ret;
+	uroce_eng_call(qp->ctx, apply_fn, &c);
+	return c.ret;
+}
+
+UROCE_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
+			      struct ibv_qp_init_attr *init)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+
+	*attr = qp->attr;
+	attr->qp_state = (enum ibv_qp_state)atomic_load(&qp->state);
+	attr->cur_qp_state = attr->qp_state;
+	attr->cap = qp->cap;
+	attr->sq_draining = 0;
+	if (init) {
+		memset(init, 0, sizeof(*init));
+		init->qp_context = ibqp->qp_context;
+		init->send_cq = ibqp->send_cq;
+		init->recv_cq = ibqp->recv_cq;
+		init->srq = ibqp->srq;
+		init->cap = qp->cap;
+		init->qp_type = IBV_QPT_RC;
+		init->sq_sig_all = qp->sq_sig_all;
+	}
+	return 0;
+}
+
+UROCE_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
+					    uint32_t flags)
+{
+	/* Packets are placed in PSN order, but nothing promises it. */
+	return 0;
+}
+
+UROCE_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	return EOPNOTSUPP;
+}
+
+UROCE_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	return EOPNOTSUPP;
+}
+
+static int opcode_ok(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+	int st = atomic_load(&qp->state), ret = 0, posted = 0;
+
+	/* ibv_post_send(3): the QP must be at least RTS (ERR flushes). */
+	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {
+		*bad = wr;
+		return EINVAL;
+	}
+	pthread_spin_lock(&qp->sq_lock);
+	for (; wr; wr = wr->next) {
+		uint32_t head = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
+		struct uroce_swqe *w;
+		uint64_t len = 0;
+		int atomic = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+			     wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+
+		if (!opcode_ok(wr->opcode) || wr->num_sge < 0 ||
+		    (uint32_t)wr->num_sge > qp->cap.max_send_sge) {
+			ret = EINVAL;
+			break;
+		}
+		for (int i = 0; i < wr->num_sge; i++)
+			len += wr->sg_list[i].length;
+		if (len > UROCE_MAX_MSG || (atomic && (wr->num_sge != 1 || len != 8))) {
+			ret = EINVAL;
+			break;
+		}
+		if ((wr->send_flags & IBV_SEND_INLINE) && !atomic && wr->opcode != IBV_WR_RDMA_READ &&
+		    len > qp->cap.max_inline_data) {
+			ret = EINVAL;
+			break;
+		}
+		if (head - atomic_load_explicit(&qp->sq_tail, memory_order_acquire) >=
+		    qp->cap.max_send_wr) {
+			ret = ENOMEM;
+			break;
+		}
+		w = &qp->sq[head & (qp->sq_size - 1)];
+		w->wr_id = wr->wr_id;
+		w->opcode = wr->opcode;
+		w->flags = 0;
+		if (wr->send_flags & IBV_SEND_SIGNALED)
+			w->flags |= SWQE_SIGNALED;
+		if (wr->send_flags & IBV_SEND_SOLICITED)
+			w->flags |= SWQE_SOLICITED;
+		if (wr->send_flags & IBV_SEND_FENCE)
+			w->flags |= SWQE_FENCE;
+		w->imm_be = wr->imm_data;
+		w->length = (uint32_t)len;
+		w->status = 0;
+		if (atomic) {
+			w->remote_addr = wr->wr.atomic.remote_addr;
+			w->rkey = wr->wr.atomic.rkey;
+			w->compare_add = wr->wr.atomic.compare_add;
+			w->swap = wr->wr.atomic.swap;
+		} else {
+			w->remote_addr = wr->wr.rdma.remote_addr;
+			w->rkey = wr->wr.rdma.rkey;
+		}
+		if ((wr->send_flags & IBV_SEND_INLINE) && !atomic && wr->opcode != IBV_WR_RDMA_READ) {
+			uint8_t *p = w->inl;
+
+			/* Inline data is copied now; the buffers need no key. */
+			for (int i = 0; i < wr->num_sge; i++) {
+				memcpy(p, (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
+				p += wr->sg_list[i].length;
+			}
+			w->flags |= SWQE_INLINE;
+			w->num_sge = 0;
+		} else {
+			w->num_sge = (uint32_t)wr->num_sge;
+			memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * (size_t)wr->num_sge);
+		}
+		atomic_store_explicit(&qp->sq_head, head + 1, memory_order_release);
+		posted++;
+	}
+	pthread_spin_unlock(&qp->sq_lock);
+	if (posted)
+		uroce_eng_doorbell(qp->ctx, qp);
+	if (ret)
+		*bad = wr;
+	return ret;
+}
+
+static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+	int st = atomic_load(&qp->state), ret;
+
+	if (qp->srq || st == IBV_QPS_RESET) {
+		*bad = wr;
+		return EINVAL;
+	}
+	ret = rq_post(&qp->rq, wr, bad);
+	if (st == IBV_QPS_ERR)
+		uroce_eng_doorbell(qp->ctx, qp); /* flush them */
+	return ret;
+}
+
+/* ---- memory windows, address handles, multicast: not for RC here ---- */
+
+static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
+{
+	return EOPNOTSUPP;
+}
+
+static int dealloc_mw(struct ibv_mw *mw)
+{
+	return EOPNOTSUPP;
+}
+
+UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	/* Address handles serve UD QPs, which uroce does not offer yet. */
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+UROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	return EOPNOTSUPP;
+}
+
+UROCE_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
+				     struct ibv_wc *wc, struct ibv_grh *grh,
+				     struct ibv_ah_attr *ah_attr)
+{
+	return EOPNOTSUPP;
+}
+
+UROCE_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
+						  struct ibv_grh *grh, uint8_t port_num)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	return EOPNOTSUPP;
+}
+
+UROCE_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	return EOPNOTSUPP;
+}
+
+/* ---- the new post-send API (ibv_wr_post(3)) on top of post_send ---- */
+
+struct wr_pending {
+	struct ibv_send_wr wr;
+	struct ibv_sge sge[UROCE_MAX_SGE];
+	uint8_t inl[UROCE_MAX_INLINE];
+};
+
+struct qpx_state {
+	struct wr_pending *p;
+	uint32_t n, cap;
+	int err;
+};
+
+static struct qpx_state *qpx_of(struct ibv_qp_ex *qx);
+
+static struct ibv_send_wr *wr_new(struct ibv_qp_ex *qx, enum ibv_wr_opcode op)
+{
+	struct qpx_state *s = qpx_of(qx);
+	struct wr_pending *w;
+
+	if (s->n == s->cap) {
+		uint32_t ncap = s->cap ? s->cap * 2 : 8;
+		struct wr_pending *np = realloc(s->p, sizeof(*np) * ncap);
+
+		if (!np) {
+			s->err = ENOMEM;
+			return NULL;
+		}
+		s->p = np;
+		s->cap = ncap;
+	}
+	w = &s->p[s->n++];
+	memset(&w->wr, 0, sizeof(w->wr));
+	w->wr.wr_id = qx->wr_id;
+	w->wr.send_flags = (int)qx->wr_flags;
+	w->wr.opcode = op;
+	w->wr.sg_list = w->sge;
+	return &w->wr;
+}
+
+static struct ibv_send_wr *wr_last(struct ibv_qp_ex *qx)
+{
+	struct qpx_state *s = qpx_of(qx);
+
+	return s->n ? &s->p[s->n - 1].wr : NULL;
+}
+
+static void wr_start(struct ibv_qp_ex *qx)
+{
+	struct qpx_state *s = qpx_of(qx);
+
+	s->n = 0;
+	s->err = 0;
+}
+
+static int wr_complete(struct ibv_qp_ex *qx)
+{
+	struct qpx_state *s = qpx_of(qx);
+	struct ibv_send_wr *bad;
+	int ret;
+
+	if (s->err) {
+		ret = s->err;
+		s->n = 0;
+		return ret;
+	}
+	if (!s->n)
+		return 0;
+	for (uint32_t i = 0; i < s->n; i++) {
+		s->p[i].wr.sg_list = s->p[i].sge;
+		s->p[i].wr.next = i + 1 < s->n ? &s->p[i + 1].wr : NULL;
+	}
+	ret = post_send(&qx->qp_base, &s->p[0].wr, &bad);
+	s->n = 0;
+	return ret;
+}
+
+static void wr_abort(struct ibv_qp_ex *qx)
+{
+	qpx_of(qx)->n = 0;
+}
+
+static void wr_send(struct ibv_qp_ex *qx)
+{
+	wr_new(qx, IBV_WR_SEND);
+}
+
+static void wr_send_imm(struct ibv_qp_ex *qx, __be32 imm)
+{
+	struct ibv_send_wr *w = wr_new(qx, IBV_WR_SEND_WITH_IMM);
+
+	if (w)
+		w->imm_data = imm;
+}
+
+static void wr_rdma(struct ibv_qp_ex *qx, enum ibv_wr_opcode op, uint32_t rkey, uint64_t addr,
+		    __be32 imm)
+{
+	struct ibv_send_wr *w = wr_new(qx, op);
+
+	if (w) {
+		w->wr.rdma.rkey = rkey;
+		w->wr.rdma.remote_addr = addr;
+		w->imm_data = imm;
+	}
+}
+
+static void wr_rdma_write(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr)
+{
+	wr_rdma(qx, IBV_WR_RDMA_WRITE, rkey, addr, 0);
+}
+
+static void wr_rdma_write_imm(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr, __be32 imm)
+{
+	wr_rdma(qx, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, addr, imm);
+}
+
+static void wr_rdma_read(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr)
+{
+	wr_rdma(qx, IBV_WR_RDMA_READ, rkey, addr, 0);
+}
+
+static void wr_atomic(struct ibv_qp_ex *qx, enum ibv_wr_opcode op, uint32_t rkey, uint64_t addr,
+		      uint64_t cmp_add, uint64_t swap)
+{
+	struct ibv_send_wr *w = wr_new(qx, op);
+
+	if (w) {
+		w->wr.atomic.rkey = rkey;
+		w->wr.atomic.remote_addr = addr;
+		w->wr.atomic.compare_add = cmp_add;
+		w->wr.atomic.swap = swap;
+	}
+}
+
+static void wr_atomic_cmp_swp(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr, uint64_t cmp,
+			      uint64_t swap)
+{
+	wr_atomic(qx, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, addr, cmp, swap);
+}
+
+static void wr_atomic_fetch_add(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr, uint64_t add)
+{
+	wr_atomic(qx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, addr, add, 0);
+}
+
+static void wr_set_sge(struct ibv_qp_ex *qx, uint32_t lkey, uint64_t addr, uint32_t length)
+{
+	struct ibv_send_wr *w = wr_last(qx);
+
+	if (!w)
+		return;
+	w->sg_list[0].lkey = lkey;
+	w->sg_list[0].addr = addr;
+	w->sg_list[0].length = length;
+	w->num_sge = 1;
+}
+
+static void wr_set_sge_list(struct ibv_qp_ex *qx, size_t n, const struct ibv_sge *sg)
+{
+	struct ibv_send_wr *w = wr_last(qx);
+
+	if (!w)
+		return;
+	if (n > UROCE_MAX_SGE) {
+		qpx_of(qx)->err = EINVAL;
+		return;
+	}
+	memcpy(w->sg_list, sg, sizeof(*sg) * n);
+	w->num_sge = (int)n;
+}
+
+static void wr_set_inline_data_list(struct ibv_qp_ex *qx, size_t n, const struct ibv_data_buf *b)
+{
+	struct qpx_state *s = qpx_of(qx);
+	struct wr_pending *p;
+	size_t len = 0;
+
+	if (!s->n)
+		return;
+	p = &s->p[s->n - 1];
+	for (size_t i = 0; i < n; i++) {
+		if (len + b[i].length > UROCE_MAX_INLINE) {
+			s->err = EINVAL;
+			return;
+		}
+		memcpy(p->inl + len, b[i].addr, b[i].length);
+		len += b[i].length;
+	}
+	p->sge[0].addr = (uintptr_t)p->inl;
+	p->sge[0].length = (uint32_t)len;
+	p->sge[0].lkey = 0;
+	p->wr.num_sge = 1;
+	p->wr.send_flags |= IBV_SEND_INLINE;
+}
+
+static void wr_set_inline_data(struct ibv_qp_ex *qx, void *addr, size_t length)
+{
+	struct ibv_data_buf b = { .addr = addr, .length = length };
+
+	wr_set_inline_data_list(qx, 1, &b);
+}
+
+/* The qp_ex pending list lives beside the QP; allocated with it. */
+static struct qpx_state *qpx_of(struct ibv_qp_ex *qx)
+{
+	struct uroce_qp *qp = container_of(qx, struct uroce_qp, qpx);
+
+	return (struct qpx_state *)qp->wrx;
+}
+
+static void init_qp_ex_ops(struct uroce_qp *qp)
+{
+	struct ibv_qp_ex *x = &qp->qpx;
+
+	qp->wrx = calloc(1, sizeof(struct qpx_state));
+	x->wr_start = wr_start;
+	x->wr_complete = wr_complete;
+	x->wr_abort = wr_abort;
+	x->wr_send = wr_send;
+	x->wr_send_imm = wr_send_imm;
+	x->wr_rdma_write = wr_rdma_write;
+	x->wr_rdma_write_imm = wr_rdma_write_imm;
+	x->wr_rdma_read = wr_rdma_read;
+	x->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
+	x->wr_atomic_fetch_add = wr_atomic_fetch_add;
+	x->wr_set_sge = wr_set_sge;
+	x->wr_set_sge_list = wr_set_sge_list;
+	x->wr_set_inline_data = wr_set_inline_data;
+	x->wr_set_inline_data_list = wr_set_inline_data_list;
+}
+
+static void free_qp_ex(struct uroce_qp *qp)
+{
+	struct qpx_state *s = qp->wrx;
+
+	if (s)
+		free(s->p);
+	free(s);
+}
+
+UROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	return &to_uqp(qp)->qpx;
+}
+
+void uroce__init_ops(struct uroce_ctx *ctx)
+{
+	struct ibv_context_ops *o = &ctx->vctx.context.ops;
+
+	o->poll_cq = poll_cq;
+	o->req_notify_cq = req_notify_cq;
+	o->post_send = post_send;
+	o->post_recv = post_recv;
+	o->post_srq_recv = post_srq_recv;
+	o->alloc_mw = alloc_mw;
+	o->bind_mw = bind_mw;
+	o->dealloc_mw = dealloc_mw;
+	ctx->vctx.create_qp_ex = create_qp_ex;
+	uroce__init_ops_device(ctx);
+}
