@@ -460,7 +460,7 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 		return ENOMEM;
 	e->ctx = ctx;
 	e->cmd_tail = &e->cmd_head;
-	e->spin_ns = (s ? strtoull(s, NULL, 0) : 200) * 1000ull;
+	e->spin_ns = (s ? strtoull(s, NULL, 0) : 0) * 1000ull;
 	pthread_mutex_init(&e->cmd_lock, NULL);
 	pthread_cond_init(&e->cmd_cond, NULL);
 	e->rx_buf = malloc((size_t)RX_BATCH * RX_BUF);

@@ -151,6 +151,18 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 	struct uroce_ctx *ctx = to_uctx(context);
 
 	uroce_eng_stop(ctx);
+	{
+		const struct uroce_counters *k = &ctx->cnt;
+
+		uroce_info("%s: tx %lu pkts rx %lu pkts retrans %lu timeouts %lu seq_nak tx/rx %lu/%lu "
+			   "rnr tx/rx %lu/%lu dup_req %lu dup_resp %lu implied_nak %lu icrc_err %lu "
+			   "drops malformed %lu qpn %lu state %lu tx_full %lu acks tx/rx %lu/%lu",
+			   ctx->dev.ibname, k->tx_pkts, k->rx_pkts, k->retrans_pkts, k->timeouts,
+			   k->seq_naks_sent, k->seq_naks_rcvd, k->rnr_naks_sent, k->rnr_naks_rcvd,
+			   k->dup_requests, k->dup_responses, k->implied_naks, k->icrc_errors,
+			   k->drop_malformed, k->drop_bad_qpn, k->drop_state, k->drop_tx_full,
+			   k->acks_sent, k->acks_rcvd);
+	}
 	uroce_mr_table_fini(&ctx->mrs);
 	close(ctx->async.efd);
 	close(context->cmd_fd);
