@@ -375,7 +375,7 @@ static void *engine_main(void *arg)
 {
 	struct uroce_engine *e = arg;
 	struct epoll_event evs[MAX_EVENTS];
-	uint64_t last_work;
+	uint64_t last_work, last_dump = 0;
 	sigset_t all;
 
 	sigfillset(&all);
@@ -445,6 +445,22 @@ static void *engine_main(void *arg)
 		uroce_eng_flush(e);
 		if (work)
 			last_work = e->now;
+		if (unlikely(uroce__log_level >= UROCE_LOG_DEBUG) && e->now - last_dump > 1000000000ull) {
+			last_dump = e->now;
+			for (struct uroce_qp *qp = e->active; qp; qp = qp->act_next)
+				uroce_dbg("qp 0x%x st %d psn 0x%x una 0x%x cur %u/%u head %u tail %u "
+					  "rd_out %u rewind %d dl %ld fdl %ld rnr %ld epsn 0x%x rd_len %u "
+					  "retrans %lu timeouts %lu seqnak %lu/%lu",
+					  qp->qpn, qp->eng_state, qp->req.psn, qp->req.una, qp->req.cur,
+					  qp->req.cur_pkt, atomic_load(&qp->sq_head),
+					  atomic_load(&qp->sq_tail), qp->req.rd_out, qp->req.rewind,
+					  qp->req.deadline ? (long)(qp->req.deadline - e->now) : -1,
+					  qp->req.fast_deadline ? (long)(qp->req.fast_deadline - e->now) : -1,
+					  qp->req.rnr_until ? (long)(qp->req.rnr_until - e->now) : -1,
+					  qp->resp.epsn, qp->resp.rd_len, e->ctx->cnt.retrans_pkts,
+					  e->ctx->cnt.timeouts, e->ctx->cnt.seq_naks_sent,
+					  e->ctx->cnt.seq_naks_rcvd);
+		}
 	}
 	return NULL;
 }

@@ -895,7 +895,7 @@ static void apply_fn(void *arg)
 		qp->req.rnr_left = a->rnr_retry;
 		qp->req.max_rd = a->max_rd_atomic ? a->max_rd_atomic : 1;
 		qp->req.window = 256;
-		qp->req.fast_rto_ns = (rto ? strtoull(rto, NULL, 0) : 2000) * 1000ull;
+		qp->req.fast_rto_ns = (rto ? strtoull(rto, NULL, 0) : 5000) * 1000ull;
 		if (qp->req.timeout_ns && qp->req.fast_rto_ns > qp->req.timeout_ns)
 			qp->req.fast_rto_ns = qp->req.timeout_ns;
 		qp->req.gap_psn = PSN_MASK + 1;
