@@ -325,7 +325,7 @@ int demo_wait_cq(struct demo *d, struct ibv_cq *cq, int n, struct ibv_wc *wcs, c
 		}
 		if (r)
 			continue;
-		if (++spins % 64 == 0) {
+		if (++spins % DEMO_YIELD_SPINS == 0) {
 			if (demo_now_ns() > deadline) {
 				demo_err(d, "%s: timed out after %d ms waiting for completions (%d of %d)",
 					 what, DEMO_CQ_TIMEOUT_MS, got, n);
@@ -930,8 +930,10 @@ static double ms_since(uint64_t t0)
 
 /* Each check returns 0 (ran; passed or failed is in the tally) or -1 (fatal:
  * a verbs or socketpair error; d->err says what). */
-static int check_write(struct demo *d, struct tally *t)
+static int check_write(struct demo *d, struct tally *t, size_t size_unused, long iters_unused)
 {
+	(void)size_unused; /* d->data_len */
+	(void)iters_unused;
 	struct demo_msg m = { .type = M_WRITE_CHECK }, r;
 	size_t len = d->data_len;
 	uint64_t seed = 0x1001, t0;
@@ -955,8 +957,10 @@ static int check_write(struct demo *d, struct tally *t)
 	return 0;
 }
 
-static int check_read(struct demo *d, struct tally *t)
+static int check_read(struct demo *d, struct tally *t, size_t size_unused, long iters_unused)
 {
+	(void)size_unused; /* d->data_len */
+	(void)iters_unused;
 	struct demo_msg m = { .type = M_READ_PREP }, r;
 	size_t len = d->data_len;
 	uint64_t seed = 0x2002, t0;
@@ -980,8 +984,10 @@ static int check_read(struct demo *d, struct tally *t)
 	return 0;
 }
 
-static int check_send(struct demo *d, struct tally *t)
+static int check_send(struct demo *d, struct tally *t, size_t size_unused, long iters_unused)
 {
+	(void)size_unused; /* d->data_len */
+	(void)iters_unused;
 	struct demo_msg m = { .type = M_RECV_PREP }, r;
 	size_t len = d->data_len;
 	uint64_t seed = 0x3003, t0;
@@ -1009,8 +1015,10 @@ static int check_send(struct demo *d, struct tally *t)
 	return 0;
 }
 
-static int check_imm(struct demo *d, struct tally *t)
+static int check_imm(struct demo *d, struct tally *t, size_t size_unused, long iters_unused)
 {
+	(void)size_unused; /* d->data_len */
+	(void)iters_unused;
 	struct demo_msg m = { .type = M_IMM_PREP }, r;
 	size_t n1 = d->data_len / 2 < 4096 ? d->data_len / 2 : 4096;
 	size_t n2 = d->data_len - n1;
@@ -1050,8 +1058,10 @@ static int check_imm(struct demo *d, struct tally *t)
 	return 0;
 }
 
-static int check_atomics(struct demo *d, struct tally *t)
+static int check_atomics(struct demo *d, struct tally *t, size_t size_unused, long iters_unused)
 {
+	(void)size_unused; /* d->data_len */
+	(void)iters_unused;
 	struct demo_msg m = { .type = M_ATOM_PREP }, r;
 	uint64_t *res = (uint64_t *)(d->buf + d->res_off);
 	uint64_t counter = 0, swapv = 0, roff;
@@ -1097,41 +1107,6 @@ static int check_atomics(struct demo *d, struct tally *t)
 	return 0;
 }
 
-static int step_write(struct demo *d, struct tally *t, size_t size, long iters)
-{
-	(void)size;
-	(void)iters;
-	return check_write(d, t);
-}
-
-static int step_read(struct demo *d, struct tally *t, size_t size, long iters)
-{
-	(void)size;
-	(void)iters;
-	return check_read(d, t);
-}
-
-static int step_send(struct demo *d, struct tally *t, size_t size, long iters)
-{
-	(void)size;
-	(void)iters;
-	return check_send(d, t);
-}
-
-static int step_imm(struct demo *d, struct tally *t, size_t size, long iters)
-{
-	(void)size;
-	(void)iters;
-	return check_imm(d, t);
-}
-
-static int step_atomics(struct demo *d, struct tally *t, size_t size, long iters)
-{
-	(void)size;
-	(void)iters;
-	return check_atomics(d, t);
-}
-
 static int step_bw(struct demo *d, struct tally *t, size_t size, long iters)
 {
 	(void)t;
@@ -1148,11 +1123,11 @@ static const struct {
 	const char *name;
 	int (*fn)(struct demo *d, struct tally *t, size_t size, long iters);
 } steps[] = {
-	{ "RDMA_WRITE", step_write },
-	{ "RDMA_READ", step_read },
-	{ "SEND/RECV", step_send },
-	{ "IMM", step_imm },
-	{ "ATOMIC", step_atomics },
+	{ "RDMA_WRITE", check_write },
+	{ "RDMA_READ", check_read },
+	{ "SEND/RECV", check_send },
+	{ "IMM", check_imm },
+	{ "ATOMIC", check_atomics },
 	{ "bandwidth", step_bw },
 	{ "latency", step_lat },
 };

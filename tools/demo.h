@@ -11,6 +11,9 @@
 #define DEMO_CQ_MOD 16            /* bandwidth: signal every 16th WR (perftest) */
 #define DEMO_TX_DEPTH 128         /* bandwidth: WRs outstanding (perftest) */
 #define DEMO_LAT_MAX 4096         /* latency table: 2 B .. 4 KiB */
+#ifndef DEMO_YIELD_SPINS
+#define DEMO_YIELD_SPINS 64       /* empty polls between sched_yield()s */
+#endif
 
 /* Connection info, exchanged over the socketpair (same binary both ends). */
 struct demo_conn {
@@ -48,7 +51,9 @@ struct demo_msg {
 	char text[512];
 };
 
-/* Buffer layout (offsets into buf). */
+/* One side of the demo. buf holds, in order: the data region (data_len
+ * bytes, rounded up to 64), the latency send and receive areas (4 KiB each),
+ * the atomic targets (64 bytes) and the atomic results (64 bytes). */
 struct demo {
 	const char *role;       /* "client" or "server" */
 	int is_client;

@@ -89,7 +89,7 @@ static uint64_t bw_run(struct demo *d, uint64_t size, long n, uint64_t *tpost, u
 			spins = 0;
 			continue;
 		}
-		if (++spins % 64 == 0) {
+		if (++spins % DEMO_YIELD_SPINS == 0) {
 			if (demo_now_ns() - last > DEMO_CQ_TIMEOUT_MS * 1000000ull) {
 				demo_err(d, "bandwidth: RDMA_WRITE %" PRIu64 " bytes: timed out after %d ms "
 					 "without a completion (%ld of %ld done)", size, DEMO_CQ_TIMEOUT_MS, done, n);
