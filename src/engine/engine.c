@@ -49,6 +49,8 @@ struct uroce_engine {
 	uint64_t now;
 	uint64_t spin_ns;
 
+	uint64_t queued;             /* datagrams handed to uroce_eng_send */
+
 	/* tx batch: datagrams for one socket */
 	int tx_fd;
 	unsigned ntx;
@@ -240,6 +242,7 @@ void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_tx
 	e->tx_msg[i].msg_hdr.msg_iov = iov;
 	e->tx_msg[i].msg_hdr.msg_iovlen = (size_t)n;
 	e->ntx++;
+	e->queued++;
 }
 
 /* ---- rx ---- */
@@ -430,14 +433,17 @@ static void *engine_main(void *arg)
 			work = 1;
 		}
 		for (struct uroce_qp *qp = e->active, *next; qp; qp = next) {
-			uint32_t before = qp->req.psn, rb = qp->resp.rd_len;
+			uint64_t before = e->queued;
+			uint32_t tail = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
 
 			next = qp->act_next;
 			uroce_req_timers(e, qp, e->now);
 			uroce_req_progress(e, qp, e->now);
 			uroce_resp_progress(e, qp, e->now);
 			uroce_resp_flush_ack(e, qp, e->now);
-			if (qp->req.psn != before || qp->resp.rd_len != rb)
+			/* Anything sent or retired is work: keep polling. */
+			if (e->queued != before ||
+			    atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) != tail)
 				work = 1;
 			if (!uroce_req_busy(qp) && !uroce_resp_busy(qp))
 				uroce_eng_deactivate(e, qp);

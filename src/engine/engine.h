@@ -125,6 +125,7 @@ struct uroce_swqe {
 	uint32_t first_psn;          /* PSN of the first packet */
 	uint32_t npkts;              /* PSNs the message uses */
 	uint32_t resp_next;          /* READ: next response PSN expected */
+	uint32_t req_hi;             /* READ: PSN after the last response requested */
 	uint32_t status;             /* enum ibv_wc_status once decided */
 	uint64_t atomic_orig;
 	struct ibv_sge *sge;         /* num_sge entries (qp->sq_sge) */
@@ -138,6 +139,8 @@ struct uroce_rd_res {
 	uint64_t va;
 	uint32_t len;                /* bytes */
 	uint32_t sent;               /* bytes sent so far */
+	uint32_t end;                /* stop after this many bytes (a retried
+				      * READ superseded the rest) */
 };
 
 struct uroce_atomic_res {
@@ -199,6 +202,7 @@ struct uroce_qp {
 		uint64_t deadline;       /* local ACK timeout, ns; 0 = off */
 		uint64_t fast_deadline;  /* early retransmission, ns; 0 = off */
 		uint64_t fast_rto_ns;    /* early retransmission interval */
+		uint64_t fast_cur_ns;    /* the same after backoff */
 		uint32_t gap_psn;        /* READ response gap already rewound for */
 		uint64_t stall_until;    /* CQ was full: try retiring again then */
 		uint64_t timeout_ns;     /* 4.096 us * 2^timeout; 0 = infinite */

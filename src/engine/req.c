@@ -132,8 +132,10 @@ static void arm_timers(struct uroce_qp *qp, uint64_t now)
 {
 	if (qp->req.timeout_ns && !qp->req.deadline)
 		qp->req.deadline = now + qp->req.timeout_ns;
+	if (!qp->req.fast_cur_ns)
+		qp->req.fast_cur_ns = qp->req.fast_rto_ns;
 	if (!qp->req.fast_deadline)
-		qp->req.fast_deadline = now + qp->req.fast_rto_ns;
+		qp->req.fast_deadline = now + qp->req.fast_cur_ns;
 }
 
 /* Progress: una moved, so the retry budget and timers start again
@@ -143,6 +145,7 @@ static void progress_made(struct uroce_qp *qp, uint64_t now)
 	qp->req.retry_left = (int)qp->attr.retry_cnt;
 	qp->req.deadline = 0;
 	qp->req.fast_deadline = 0;
+	qp->req.fast_cur_ns = qp->req.fast_rto_ns;
 	if (psn_diff(qp->req.psn, qp->req.una) > 0)
 		arm_timers(qp, now);
 }
@@ -164,13 +167,16 @@ static enum ibv_wc_opcode wc_opcode(uint32_t op)
 	}
 }
 
+static void seek_to_una(struct uroce_qp *qp);
+
 /* Retires done WQEs in order, writing CQEs for the signaled ones. */
 static void retire(struct uroce_qp *qp)
 {
 	uint32_t t = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
+	uint32_t head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
 
 	qp->req.stall_until = 0;
-	while (t != qp->req.cur || (t == qp->req.cur && qp->req.cur_pkt)) {
+	for (; t != head; t++) {
 		struct uroce_swqe *w = sqe(qp, t);
 
 		if (!(w->flags & SWQE_ASSIGNED) || !wqe_done(qp, w))
@@ -191,14 +197,12 @@ static void retire(struct uroce_qp *qp)
 			}
 		}
 		w->flags = 0;
-		t++;
-		atomic_store_explicit(&qp->sq_tail, t, memory_order_release);
-		if (qp->req.cur == t - 1 && qp->req.cur_pkt) {
-			/* cannot happen: a WQE is done only when fully sent */
-			qp->req.cur = t;
-			qp->req.cur_pkt = 0;
-		}
+		atomic_store_explicit(&qp->sq_tail, t + 1, memory_order_release);
 	}
+	/* After a rewind, una can pass the position we resend from (the
+	 * first transmission got through): continue from una instead. */
+	if (psn_diff(qp->req.una, qp->req.psn) > 0)
+		seek_to_una(qp);
 	if (psn_diff(qp->req.psn, qp->req.una) <= 0) {
 		qp->req.deadline = 0;
 		qp->req.fast_deadline = 0;
@@ -244,6 +248,38 @@ static struct uroce_swqe *find_psn(struct uroce_qp *qp, uint32_t psn, uint32_t *
 	return NULL;
 }
 
+/* Moves the send position to una: inside the WQE that holds it, or at the
+ * first WQE not sent yet. */
+static void seek_to_una(struct uroce_qp *qp)
+{
+	uint32_t t = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
+	uint32_t head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
+	uint32_t to = qp->req.una;
+
+	for (; t != head; t++) {
+		struct uroce_swqe *w = sqe(qp, t);
+
+		if (!(w->flags & SWQE_ASSIGNED))
+			break;
+		if (psn_diff(to, last_psn(w)) > 0)
+			continue;
+		/* Responses already requested are on their way: asking
+		 * again would only make the responder start over. */
+		if (w->opcode == IBV_WR_RDMA_READ && psn_diff(w->req_hi, to) > 0) {
+			to = w->req_hi;
+			if (psn_diff(to, last_psn(w)) > 0)
+				continue;
+		}
+		qp->req.cur = t;
+		qp->req.cur_pkt = (uint32_t)psn_diff(to, w->first_psn);
+		qp->req.psn = to;
+		return;
+	}
+	qp->req.cur = t;
+	qp->req.cur_pkt = 0;
+	qp->req.psn = to;
+}
+
 static void request_rewind(struct uroce_qp *qp)
 {
 	qp->req.rewind = 1;
@@ -262,6 +298,14 @@ static void do_rewind(struct uroce_qp *qp)
 	if (!w)
 		return;
 	qp->ctx->cnt.retrans_pkts += (uint64_t)psn_diff(qp->req.psn, target);
+	for (uint32_t t = idx; t != qp->req.cur + 1; t++) {
+		struct uroce_swqe *x = sqe(qp, t);
+
+		if (!(x->flags & SWQE_ASSIGNED))
+			break;
+		if (x->opcode == IBV_WR_RDMA_READ)
+			x->req_hi = t == idx ? target : x->first_psn;
+	}
 	qp->req.cur = idx;
 	qp->req.cur_pkt = (uint32_t)psn_diff(target, w->first_psn);
 	qp->req.psn = target;
@@ -539,12 +583,19 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 		}
 		qp->req.retry_left--;
 		qp->req.deadline = now + qp->req.timeout_ns;
-		qp->req.fast_deadline = now + qp->req.fast_rto_ns;
+		qp->req.fast_deadline = now + qp->req.fast_cur_ns;
 		request_rewind(qp);
 	} else if (qp->req.fast_deadline && now >= qp->req.fast_deadline) {
 		/* Early retransmission before the QP's own timeout: costs no
-		 * retry, so the failure timing the attributes imply holds. */
-		qp->req.fast_deadline = now + qp->req.fast_rto_ns;
+		 * retry, so the failure timing the attributes imply holds. It
+		 * backs off exponentially, so a slow peer (a loaded host) is
+		 * not buried under retransmissions it must discard. */
+		qp->req.fast_cur_ns *= 2;
+		if (qp->req.fast_cur_ns > 500000000ull)
+			qp->req.fast_cur_ns = 500000000ull;
+		if (qp->req.timeout_ns && qp->req.fast_cur_ns > qp->req.timeout_ns)
+			qp->req.fast_cur_ns = qp->req.timeout_ns;
+		qp->req.fast_deadline = now + qp->req.fast_cur_ns;
 		qp->req.gap_psn = PSN_MASK + 1;
 		request_rewind(qp);
 	}
@@ -634,6 +685,8 @@ static int send_rd_atomic(struct uroce_engine *e, struct uroce_qp *qp, struct ur
 		uroce_eng_send(e, qp, &tp);
 		qp->req.psn = psn_add(qp->req.psn, n);
 		qp->req.cur_pkt += n;
+		if (psn_diff(qp->req.psn, w->req_hi) > 0)
+			w->req_hi = qp->req.psn;
 	} else {
 		tp.h.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? OP_CMP_SWAP : OP_FETCH_ADD;
 		tp.h.va = w->remote_addr;
@@ -680,6 +733,7 @@ void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t no
 					   ? 1
 					   : (w->length + qp->pmtu - 1) / qp->pmtu;
 			w->resp_next = w->first_psn;
+			w->req_hi = w->first_psn;
 			w->flags |= SWQE_ASSIGNED;
 			qp->req.cur_pkt = 0;
 		}

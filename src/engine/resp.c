@@ -60,10 +60,11 @@ static void nak_fatal(struct uroce_engine *e, struct uroce_qp *qp, uint8_t code,
 		      enum ibv_wc_status local)
 {
 	send_aeth(e, qp, AETH_NAK | code, qp->resp.epsn);
-	if (local && qp->resp.have_rwqe) {
+	if (qp->resp.have_rwqe) {
+		/* every receive WR completes exactly once */
 		struct ibv_wc wc = {
 			.wr_id = qp->resp.rwqe_id,
-			.status = local,
+			.status = local ? local : IBV_WC_WR_FLUSH_ERR,
 			.opcode = IBV_WC_RECV,
 			.qp_num = qp->qpn,
 		};
@@ -183,8 +184,29 @@ static void queue_read(struct uroce_qp *qp, const struct wire_pkt *p)
 	r->rkey = p->rkey;
 	r->va = p->va;
 	r->len = p->dma_len;
+	r->end = p->dma_len;
 	r->sent = 0;
 	qp->resp.rd_len++;
+}
+
+/* A retried READ at psn supersedes queued responses from psn on: the
+ * requester went back to psn and asks again for everything after it. */
+static void drop_superseded(struct uroce_qp *qp, uint32_t psn)
+{
+	uint32_t cap = (uint32_t)ARRAY_SIZE(qp->resp.rd);
+
+	while (qp->resp.rd_len) {
+		struct uroce_rd_res *r = &qp->resp.rd[(qp->resp.rd_head + qp->resp.rd_len - 1) % cap];
+		uint32_t npk = r->len ? (r->len + qp->pmtu - 1) / qp->pmtu : 1;
+
+		if (psn_diff(r->psn, psn) >= 0) {
+			qp->resp.rd_len--;
+			continue;
+		}
+		if (psn_diff(psn, psn_add(r->psn, npk)) < 0)
+			r->end = MIN(r->end, (uint32_t)psn_diff(psn, r->psn) * qp->pmtu);
+		break;
+	}
 }
 
 static void send_atomic_ack(struct uroce_engine *e, struct uroce_qp *qp, uint32_t psn,
@@ -214,8 +236,9 @@ static void duplicate(struct uroce_engine *e, struct uroce_qp *qp, const struct 
 		 * again for everything after, so queued responses go. */
 		if (!remote_addr(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ))
 			return;
-		qp->resp.rd_len = 0;
-		queue_read(qp, p);
+		drop_superseded(qp, p->psn);
+		if (qp->resp.rd_len < ARRAY_SIZE(qp->resp.rd))
+			queue_read(qp, p);
 		return;
 	}
 	if (f & OPF_ATOMIC) {
@@ -311,6 +334,14 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 	} else if (f & OPF_WRITE) {
 		uint8_t *dst;
 
+		/* WRITE with immediate consumes a receive WQE at its last
+		 * packet; check it first so an RNR NAK leaves no state behind. */
+		if ((f & OPF_IMM) && !qp->resp.have_rwqe && !take_rwqe(qp)) {
+			send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
+				  qp->resp.epsn);
+			qp->ctx->cnt.rnr_naks_sent++;
+			return;
+		}
 		if (f & OPF_FIRST) {
 			if (!remote_addr(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE)) {
 				qp->ctx->cnt.rem_access_errs++;
@@ -326,12 +357,6 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		if ((uint64_t)qp->resp.msg_off + p->paylen > qp->resp.wr_len ||
 		    ((f & OPF_LAST) && qp->resp.msg_off + p->paylen != qp->resp.wr_len)) {
 			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
-			return;
-		}
-		if ((f & OPF_IMM) && !qp->resp.have_rwqe && !take_rwqe(qp)) {
-			send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
-				  qp->resp.epsn);
-			qp->ctx->cnt.rnr_naks_sent++;
 			return;
 		}
 		if (p->paylen) {
@@ -402,11 +427,11 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		qp->resp.atm[qp->resp.atm_next].orig = orig;
 		qp->resp.atm[qp->resp.atm_next].valid = 1;
 		qp->resp.atm_next = (qp->resp.atm_next + 1) % ARRAY_SIZE(qp->resp.atm);
-		qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
-		qp->resp.epsn = psn_add(qp->resp.epsn, 1);
 		/* Responses go out in order: ACK what precedes, then the result. */
 		if (qp->resp.unacked && !qp->resp.rd_len)
 			uroce_resp_flush_ack(e, qp, UINT64_MAX);
+		qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
+		qp->resp.epsn = psn_add(qp->resp.epsn, 1);
 		send_atomic_ack(e, qp, p->psn, orig);
 		return;
 	} else {
@@ -431,6 +456,11 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 		struct uroce_rd_res *r = &qp->resp.rd[qp->resp.rd_head];
 		uint32_t npk = r->len ? (r->len + qp->pmtu - 1) / qp->pmtu : 1;
 
+		if (r->len && r->sent >= r->end) {
+			qp->resp.rd_head = (qp->resp.rd_head + 1) % cap;
+			qp->resp.rd_len--;
+			continue;
+		}
 		while (budget > 0) {
 			uint32_t k = r->sent / qp->pmtu, len = MIN(qp->pmtu, r->len - r->sent);
 			struct uroce_txpkt tp;
@@ -466,14 +496,12 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 			uroce_eng_send(e, qp, &tp);
 			budget--;
 			r->sent += len;
-			if (k == npk - 1)
+			if (k == npk - 1 || r->sent >= r->end)
 				break;
 		}
-		if (r->sent < r->len || (r->len && r->sent == 0))
+		if (r->sent < r->end)
 			break;
-		if (r->sent >= r->len) {
-			qp->resp.rd_head = (qp->resp.rd_head + 1) % cap;
-			qp->resp.rd_len--;
-		}
+		qp->resp.rd_head = (qp->resp.rd_head + 1) % cap;
+		qp->resp.rd_len--;
 	}
 }

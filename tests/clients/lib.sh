@@ -35,6 +35,10 @@ T_TIMEOUT=${T_TIMEOUT:-60}
 LISTEN_WAIT=${LISTEN_WAIT:-20}     # seconds a server gets to start listening
 SERVER_WAIT=${SERVER_WAIT:-20}     # seconds a server gets to exit after its client did
 PORT_LOCKS=${PORT_LOCKS:-/tmp/uroce-test-ports}
+# Programs writing to a log file buffer stdout fully; a server that has to be
+# stopped would lose its output. stdbuf makes it line-buffered.
+LINEBUF=()
+command -v stdbuf >/dev/null 2>&1 && LINEBUF=(stdbuf -oL -eL)
 
 PASS=0 FAILS=0 SKIPS=0
 NETNS_WHY=""
@@ -132,7 +136,7 @@ ctx_prefix() {
 run_in() {
 	local ctx=$1 pid; shift
 	ctx_prefix "$ctx" || return 2
-	timeout -k 5 "$T_TIMEOUT" "${CTX_PREFIX[@]}" "$UROCE" run -- "$@" </dev/null &
+	timeout -k 5 "$T_TIMEOUT" "${CTX_PREFIX[@]}" "$UROCE" run -- "${LINEBUF[@]}" "$@" </dev/null &
 	pid=$!
 	echo "$pid" >>"$LOGDIR/pids"
 	wait "$pid"
@@ -150,7 +154,7 @@ run_plain() {
 start_bg() {
 	local ctx=$1 log=$2; shift 2
 	ctx_prefix "$ctx" || return 2
-	timeout -k 5 "$T_TIMEOUT" "${CTX_PREFIX[@]}" "$UROCE" run -- "$@" >"$log" 2>&1 </dev/null &
+	timeout -k 5 "$T_TIMEOUT" "${CTX_PREFIX[@]}" "$UROCE" run -- "${LINEBUF[@]}" "$@" >"$log" 2>&1 </dev/null &
 	BG_PID=$!
 	echo "$BG_PID" >>"$LOGDIR/pids"
 }

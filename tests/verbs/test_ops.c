@@ -939,6 +939,75 @@ T_CASE(write_then_send_ordering)
 	}
 }
 
+/* ---- several contexts at once --------------------------------------------------- */
+
+/* Four pairs, each on two contexts of its own (so eight engine contexts),
+ * each with 32 x 1 MiB of one operation in flight at once. On a small
+ * machine this overruns socket buffers on loopback: the transport must
+ * recover from the lost packets. */
+static void concurrent_contexts(enum ibv_wr_opcode op)
+{
+	enum { NP = 4, K = 32 };
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p[NP];
+	struct tv_buf l[NP], r[NP];
+	size_t c = MIB;
+	double t0;
+
+	o.mtu = IBV_MTU_4096;
+	o.separate_ctx = 1;
+	o.max_send_wr = 64;
+	o.max_recv_wr = 64;
+	for (int i = 0; i < NP; i++) {
+		tv_pair_open(&p[i], &o);
+		tv_buf_alloc(&l[i], p[i].a.pd, K * c, TV_ACCESS_ALL);
+		tv_buf_alloc(&r[i], p[i].b.pd, K * c, TV_ACCESS_ALL);
+		tv_fill(op == IBV_WR_RDMA_READ ? r[i].p : l[i].p, K * c, 600 + (uint64_t)i);
+		if (op == IBV_WR_SEND)
+			for (size_t k = 0; k < K; k++)
+				T_EQ_INT(tv_post_recv1(p[i].b.qp, k, &r[i], k * c, c), 0);
+	}
+	t0 = tv_now();
+	for (size_t k = 0; k < K; k++)
+		for (int i = 0; i < NP; i++)
+			T_EQ_INT(tv_post1(p[i].a.qp, op, k, &l[i], k * c, c,
+					  (uintptr_t)r[i].p + k * c, r[i].mr->rkey, 0,
+					  IBV_SEND_SIGNALED), 0);
+	for (int i = 0; i < NP; i++)
+		for (size_t k = 0; k < K; k++)
+			tv_expect_wc_to(p[i].a.scq, p[i].a.qp, k, IBV_WC_SUCCESS,
+					op == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ
+					: op == IBV_WR_SEND    ? IBV_WC_SEND
+							       : IBV_WC_RDMA_WRITE,
+					60);
+	t_log("%d pairs x %d x 1 MiB in %.2f s", NP, K, tv_now() - t0);
+	for (int i = 0; i < NP; i++) {
+		if (op == IBV_WR_SEND)
+			for (size_t k = 0; k < K; k++) {
+				struct ibv_wc wc = tv_expect_wc(p[i].b.rcq, p[i].b.qp, k,
+								IBV_WC_SUCCESS, IBV_WC_RECV);
+
+				T_EQ_INT(wc.byte_len, c);
+			}
+		T_PATTERN(op == IBV_WR_RDMA_READ ? l[i].p : r[i].p, K * c, 600 + (uint64_t)i, 0);
+	}
+}
+
+T_CASE(concurrent_contexts_write)
+{
+	concurrent_contexts(IBV_WR_RDMA_WRITE);
+}
+
+T_CASE(concurrent_contexts_read)
+{
+	concurrent_contexts(IBV_WR_RDMA_READ);
+}
+
+T_CASE(concurrent_contexts_send)
+{
+	concurrent_contexts(IBV_WR_SEND);
+}
+
 /* ---- two processes ----------------------------------------------------------- */
 
 /* The child is a responder agent driven by commands over the socket. */
