@@ -307,6 +307,7 @@ uint64_t uroce_eng_now(struct uroce_engine *e);
 
 /* qp.c: state changes, completions and flushes (engine thread). */
 int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, int solicited);
+int uroce_cq_space(struct uroce_cq *cq);
 void uroce_qp_to_error(struct uroce_qp *qp);
 void uroce_qp_flush(struct uroce_qp *qp);
 void uroce_async_event(struct uroce_ctx *ctx, enum ibv_event_type type, void *obj);

@@ -38,6 +38,13 @@ static void chan_notify(struct uroce_cq *cq)
 	}
 }
 
+int uroce_cq_space(struct uroce_cq *cq)
+{
+	return atomic_load_explicit(&cq->prod, memory_order_relaxed) -
+		       atomic_load_explicit(&cq->cons, memory_order_acquire) <
+	       cq->size;
+}
+
 int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, int solicited)
 {
 	uint32_t prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
@@ -158,10 +165,11 @@ void uroce_qp_flush(struct uroce_qp *qp)
 			.qp_num = qp->qpn,
 		};
 
-		if (uroce_cq_push(qp->scq, &wc, 0) < 0)
+		if (!uroce_cq_space(qp->scq))
 			break;
 		w->status = 0;
 		atomic_store_explicit(&qp->sq_tail, t + 1, memory_order_release);
+		uroce_cq_push(qp->scq, &wc, 0);
 	}
 	qp->req.cur = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
 	if (qp->srq)

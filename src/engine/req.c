@@ -190,11 +190,17 @@ static void retire(struct uroce_qp *qp)
 				.byte_len = w->length,
 			};
 
-			if (uroce_cq_push(qp->scq, &wc, 0) < 0) {
+			if (!uroce_cq_space(qp->scq)) {
 				/* CQ full: look again shortly */
 				qp->req.stall_until = uroce_now_ns() + 50000;
 				break;
 			}
+			/* Free the slot before the CQE is visible: a poller
+			 * that sees it may post again at once. */
+			w->flags = 0;
+			atomic_store_explicit(&qp->sq_tail, t + 1, memory_order_release);
+			uroce_cq_push(qp->scq, &wc, 0);
+			continue;
 		}
 		w->flags = 0;
 		atomic_store_explicit(&qp->sq_tail, t + 1, memory_order_release);

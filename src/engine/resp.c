@@ -334,8 +334,15 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 	} else if (f & OPF_WRITE) {
 		uint8_t *dst;
 
+		if ((f & OPF_FIRST) &&
+		    !remote_addr(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE)) {
+			qp->ctx->cnt.rem_access_errs++;
+			nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
+			return;
+		}
 		/* WRITE with immediate consumes a receive WQE at its last
-		 * packet; check it first so an RNR NAK leaves no state behind. */
+		 * packet; take it before changing any state, so that an RNR
+		 * NAK leaves the responder as it was. */
 		if ((f & OPF_IMM) && !qp->resp.have_rwqe && !take_rwqe(qp)) {
 			send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
 				  qp->resp.epsn);
@@ -343,11 +350,6 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 			return;
 		}
 		if (f & OPF_FIRST) {
-			if (!remote_addr(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE)) {
-				qp->ctx->cnt.rem_access_errs++;
-				nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
-				return;
-			}
 			qp->resp.wr_rkey = p->rkey;
 			qp->resp.wr_va = p->va;
 			qp->resp.wr_len = p->dma_len;

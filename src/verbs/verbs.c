@@ -978,8 +978,11 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, in
 	if ((extra & t.req) != t.req || (extra & ~(t.req | t.opt)))
 		return EINVAL;
 	ret = check_values(qp, attr, mask);
-	if (ret)
+	if (ret) {
+		uroce_dbg("modify_qp 0x%x: invalid attribute values (mask 0x%x, is_global %d)",
+			  qp->qpn, mask, attr->ah_attr.is_global);
 		return ret;
+	}
 	uroce_eng_call(qp->ctx, apply_fn, &c);
 	return c.ret;
 }
