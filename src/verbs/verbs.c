@@ -1116,7 +1116,8 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 			w->num_sge = 0;
 		} else {
 			w->num_sge = (uint32_t)wr->num_sge;
-			memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * (size_t)wr->num_sge);
+			if (wr->num_sge)
+				memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * (size_t)wr->num_sge);
 		}
 		atomic_store_explicit(&qp->sq_head, head + 1, memory_order_release);
 		posted++;
