@@ -3,6 +3,7 @@
 #define UROCE_NET_H
 
 #include <net/if.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -43,5 +44,17 @@ int uroce_net_active_mtu(int if_mtu);
 int uroce_net_tx_socket(uint32_t ip4, uint16_t sport);
 int uroce_net_rx_socket(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport);
 void uroce_net_set_bufs(int fd, int bytes);
+
+/* Synthetic LIDs: a port's LID is the low 16 bits of its IPv4 address; a
+ * LID-addressed peer is the address with those bits in our /16. */
+static inline uint16_t uroce_port_lid(uint32_t ip4_be)
+{
+	return (uint16_t)(ntohl(ip4_be) & 0xffff);
+}
+
+static inline uint32_t uroce_lid_to_ip4(uint32_t our_ip4_be, uint16_t lid)
+{
+	return htonl((ntohl(our_ip4_be) & 0xffff0000u) | lid);
+}
 
 #endif

@@ -225,6 +225,11 @@ static void fill_port(struct uroce_ctx *ctx, struct ibv_port_attr *a)
 	a->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
 	a->max_msg_sz = UROCE_MAX_MSG;
 	a->pkey_tbl_len = 1;
+	/* RoCE has no LIDs; uroce names each port by the low 16 bits of its
+	 * IPv4 address so that programs that connect by LID without a GRH
+	 * (qperf, ibv_rc_pingpong without -g) still reach their peer within
+	 * the same /16 (docs/design.md). */
+	a->lid = uroce_port_lid(ctx->dev.ip4);
 	a->max_vl_num = 1;
 	a->active_width = 2;  /* 4X */
 	a->active_speed = 32; /* EDR: 25 Gb/s per lane */

@@ -832,13 +832,20 @@ static int check_values(struct uroce_qp *qp, struct ibv_qp_attr *a, int mask)
 		const struct ibv_ah_attr *ah = &a->ah_attr;
 		static const uint8_t v4pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
-		/* RoCE needs a GRH; uroce carries IPv4 RoCEv2 GIDs. */
-		if (!ah->is_global || (ah->port_num && ah->port_num != 1))
+		if (ah->port_num && ah->port_num != 1)
 			return EINVAL;
-		if (ah->grh.sgid_index >= ctx->dev.ngids)
-			return EINVAL;
-		if (memcmp(ah->grh.dgid.raw, v4pre, 12))
-			return EINVAL;
+		if (!ah->is_global) {
+			/* No GRH: the synthetic LID names the peer (see
+			 * uroce_port_lid); LID 0 names nobody. */
+			if (!ah->dlid || !uroce_port_lid(ctx->dev.ip4))
+				return EINVAL;
+		} else {
+			/* uroce carries IPv4 RoCEv2 GIDs. */
+			if (ah->grh.sgid_index >= ctx->dev.ngids)
+				return EINVAL;
+			if (memcmp(ah->grh.dgid.raw, v4pre, 12))
+				return EINVAL;
+		}
 	}
 	if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != qp->attr.qp_state)
 		return EINVAL;
@@ -856,12 +863,15 @@ static void apply_fn(void *arg)
 
 	c->ret = 0;
 	if (next == IBV_QPS_RTR && cur == IBV_QPS_INIT) {
-		const uint8_t *sg = qp->ctx->dev.gid[a->ah_attr.grh.sgid_index];
-		uint32_t sip;
+		uint32_t sip = qp->ctx->dev.ip4;
 		int ret;
 
-		memcpy(&qp->peer_ip4, &a->ah_attr.grh.dgid.raw[12], 4);
-		memcpy(&sip, sg + 12, 4);
+		if (a->ah_attr.is_global) {
+			memcpy(&qp->peer_ip4, &a->ah_attr.grh.dgid.raw[12], 4);
+			memcpy(&sip, qp->ctx->dev.gid[a->ah_attr.grh.sgid_index] + 12, 4);
+		} else {
+			qp->peer_ip4 = uroce_lid_to_ip4(qp->ctx->dev.ip4, a->ah_attr.dlid);
+		}
 		if (sip != qp->src_ip4) {
 			/* another source address: same port, new socket */
 			int fd = uroce_net_tx_socket(sip, qp->sport);
@@ -972,11 +982,12 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, in
 	if (next > IBV_QPS_ERR)
 		return EINVAL;
 	t = transition_of(cur, next);
-	if (!t.ok)
-		return EINVAL;
 	extra = mask & ~IBV_QP_STATE;
-	if ((extra & t.req) != t.req || (extra & ~(t.req | t.opt)))
+	if (!t.ok || (extra & t.req) != t.req || (extra & ~(t.req | t.opt))) {
+		uroce_dbg("modify_qp 0x%x: %d -> %d with mask 0x%x: missing 0x%x, not allowed 0x%x",
+			  qp->qpn, cur, next, mask, t.req & ~extra, extra & ~(t.req | t.opt));
 		return EINVAL;
+	}
 	ret = check_values(qp, attr, mask);
 	if (ret) {
 		uroce_dbg("modify_qp 0x%x: invalid attribute values (mask 0x%x, is_global %d)",
