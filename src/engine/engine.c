@@ -46,6 +46,7 @@ struct uroce_engine {
 	atomic_int cmd_pending;
 
 	struct uroce_qp *active;     /* doubly linked list */
+	struct uroce_qp *all;        /* every QP, for diagnostics */
 	uint64_t now;
 	uint64_t spin_ns;
 
@@ -147,6 +148,26 @@ void uroce_eng_deactivate(struct uroce_engine *e, struct uroce_qp *qp)
 		qp->act_next->act_prev = qp->act_prev;
 	qp->in_active = 0;
 	qp->act_next = qp->act_prev = NULL;
+}
+
+void uroce_eng_attach(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	qp->all_prev = NULL;
+	qp->all_next = e->all;
+	if (e->all)
+		e->all->all_prev = qp;
+	e->all = qp;
+}
+
+void uroce_eng_detach(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	if (qp->all_prev)
+		qp->all_prev->all_next = qp->all_next;
+	else if (e->all == qp)
+		e->all = qp->all_next;
+	if (qp->all_next)
+		qp->all_next->all_prev = qp->all_prev;
+	qp->all_next = qp->all_prev = NULL;
 }
 
 int uroce_eng_watch(struct uroce_engine *e, struct uroce_qp *qp)
@@ -451,19 +472,22 @@ static void *engine_main(void *arg)
 		uroce_eng_flush(e);
 		if (work)
 			last_work = e->now;
-		if (unlikely(uroce__log_level >= UROCE_LOG_DEBUG) && e->now - last_dump > 1000000000ull) {
+		if (unlikely(uroce__log_level >= UROCE_LOG_DEBUG) && e->now - last_dump > 200000000ull) {
 			last_dump = e->now;
-			for (struct uroce_qp *qp = e->active; qp; qp = qp->act_next)
-				uroce_dbg("qp 0x%x st %d psn 0x%x una 0x%x cur %u/%u head %u tail %u "
-					  "rd_out %u rewind %d dl %ld fdl %ld rnr %ld epsn 0x%x rd_len %u "
+			for (struct uroce_qp *qp = e->all; qp; qp = qp->all_next)
+				uroce_dbg("qp 0x%x->0x%x act %d st %d psn 0x%x una 0x%x cur %u/%u head %u tail %u "
+					  "rd_out %u rewind %d dl %ld fdl %ld rnr %ld epsn 0x%x rd_len %u rd0 0x%x+%u/%u/%u msg %d "
 					  "retrans %lu timeouts %lu seqnak %lu/%lu",
-					  qp->qpn, qp->eng_state, qp->req.psn, qp->req.una, qp->req.cur,
+					  qp->qpn, qp->dest_qpn, qp->in_active, qp->eng_state, qp->req.psn, qp->req.una, qp->req.cur,
 					  qp->req.cur_pkt, atomic_load(&qp->sq_head),
 					  atomic_load(&qp->sq_tail), qp->req.rd_out, qp->req.rewind,
 					  qp->req.deadline ? (long)(qp->req.deadline - e->now) : -1,
 					  qp->req.fast_deadline ? (long)(qp->req.fast_deadline - e->now) : -1,
 					  qp->req.rnr_until ? (long)(qp->req.rnr_until - e->now) : -1,
-					  qp->resp.epsn, qp->resp.rd_len, e->ctx->cnt.retrans_pkts,
+					  qp->resp.epsn, qp->resp.rd_len,
+					  qp->resp.rd[qp->resp.rd_head].psn, qp->resp.rd[qp->resp.rd_head].sent,
+					  qp->resp.rd[qp->resp.rd_head].end, qp->resp.rd[qp->resp.rd_head].len,
+					  qp->resp.msg, e->ctx->cnt.retrans_pkts,
 					  e->ctx->cnt.timeouts, e->ctx->cnt.seq_naks_sent,
 					  e->ctx->cnt.seq_naks_rcvd);
 		}

@@ -188,6 +188,7 @@ struct uroce_qp {
 	uint32_t pmtu;               /* bytes: min(path_mtu, active mtu) */
 	int eng_state;               /* transport state */
 	int in_active;               /* on the engine's active list */
+	struct uroce_qp *all_next, *all_prev; /* every QP of the engine */
 	struct uroce_qp *act_next, *act_prev;
 
 	struct {
@@ -291,6 +292,8 @@ int uroce_eng_is_self(struct uroce_ctx *ctx);
 void uroce_eng_activate(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_deactivate(struct uroce_engine *e, struct uroce_qp *qp);
 int uroce_eng_watch(struct uroce_engine *e, struct uroce_qp *qp);
+void uroce_eng_attach(struct uroce_engine *e, struct uroce_qp *qp);
+void uroce_eng_detach(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_unwatch(struct uroce_engine *e, struct uroce_qp *qp);
 
 /* Packet output: header bytes plus payload iovecs; the engine adds pad

@@ -679,7 +679,11 @@ static int send_rd_atomic(struct uroce_engine *e, struct uroce_qp *qp, struct ur
 	tp.h.ackreq = 1;
 	tp.h.rkey = w->rkey;
 	if (w->opcode == IBV_WR_RDMA_READ) {
-		uint32_t k = qp->req.cur_pkt, n = MIN(w->npkts - k, (uint32_t)READ_CHUNK_PKTS);
+		/* Chunks keep fixed boundaries, so a READ retried from the
+		 * middle of a chunk asks for no PSN the responder has not
+		 * seen: a duplicate must stay inside the original request. */
+		uint32_t k = qp->req.cur_pkt;
+		uint32_t n = MIN(w->npkts - k, READ_CHUNK_PKTS - k % READ_CHUNK_PKTS);
 		uint32_t off = k * qp->pmtu;
 
 		if (psn_diff(qp->req.psn, qp->req.una) > 0 &&

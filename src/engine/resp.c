@@ -239,6 +239,18 @@ static void duplicate(struct uroce_engine *e, struct uroce_qp *qp, const struct 
 		drop_superseded(qp, p->psn);
 		if (qp->resp.rd_len < ARRAY_SIZE(qp->resp.rd))
 			queue_read(qp, p);
+		/* A retried READ reaching past ePSN asks for new responses
+		 * too: those PSNs are now used (never let the requester get
+		 * ahead of ePSN). */
+		{
+			uint32_t npk = p->dma_len ? (p->dma_len + qp->pmtu - 1) / qp->pmtu : 1;
+			uint32_t end = psn_add(p->psn, npk);
+
+			if (psn_diff(end, qp->resp.epsn) > 0) {
+				qp->resp.epsn = end;
+				qp->resp.nak_sent = 0;
+			}
+		}
 		return;
 	}
 	if (f & OPF_ATOMIC) {

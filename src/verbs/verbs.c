@@ -520,6 +520,7 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 static void init_qp_ex_ops(struct uroce_qp *qp);
+static void attach_fn(void *arg);
 static void free_qp_ex(struct uroce_qp *qp);
 
 struct qp_cmd {
@@ -641,6 +642,7 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd
 	if (qp->srq)
 		atomic_fetch_add(&qp->srq->refs, 1);
 	atomic_fetch_add(&ctx->nqps, 1);
+	uroce_eng_call(ctx, attach_fn, qp);
 	init->cap = qp->cap;
 	return &qp->qpx.qp_base;
 }
@@ -689,10 +691,18 @@ static struct ibv_qp *create_qp_ex(struct ibv_context *context, struct ibv_qp_in
 	return qp;
 }
 
+static void attach_fn(void *arg)
+{
+	struct uroce_qp *qp = arg;
+
+	uroce_eng_attach(qp->ctx->eng, qp);
+}
+
 static void destroy_fn(void *arg)
 {
 	struct uroce_qp *qp = arg;
 
+	uroce_eng_detach(qp->ctx->eng, qp);
 	uroce_eng_deactivate(qp->ctx->eng, qp);
 	uroce_qp_disconnect(qp);
 	if (qp->tx_fd >= 0)
