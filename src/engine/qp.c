@@ -55,6 +55,9 @@ int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, int solicited)
 		return -1;
 	cq->ring[prod & (cq->size - 1)] = *wc;
 	atomic_store_explicit(&cq->prod, prod + 1, memory_order_release);
+	/* Dekker with ibv_req_notify_cq + ibv_poll_cq: either the poller sees
+	 * this CQE or we see its arming (a store-load fence on both sides). */
+	atomic_thread_fence(memory_order_seq_cst);
 	armed = atomic_load(&cq->armed);
 	/* ibv_req_notify_cq(3): solicited-only arming also fires on errors. */
 	if (armed == 1 || (armed == 2 && (solicited || wc->status != IBV_WC_SUCCESS))) {

@@ -234,6 +234,7 @@ static int poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 static int req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	atomic_store(&to_ucq(ibcq)->armed, solicited_only ? 2 : 1);
+	atomic_thread_fence(memory_order_seq_cst); /* see uroce_cq_push */
 	return 0;
 }
 

@@ -357,19 +357,16 @@ skip() { # NAME REASON
 	SKIPS=$((SKIPS + 1))
 }
 
+# finish: cleanup first, so that nothing is printed after the closing line.
 finish() {
 	local rc=0
-	lib_cleanup_keep
+	lib_cleanup
 	[ "$FAILS" -eq 0 ] || rc=1
 	if [ "$FAILS" -ne 0 ]; then echo "logs: $LOGDIR"; fi
 	echo "elapsed $((SECONDS - T_START))s"
 	echo "$PASS passed, $FAILS failed, $SKIPS skipped"
 	exit "$rc"
 }
-
-# lib_cleanup_keep: cleanup before the closing line so that nothing is printed
-# after it (the EXIT trap then finds everything done).
-lib_cleanup_keep() { lib_cleanup; }
 
 # need_build: the uroce CLI and library must exist; otherwise one failure.
 need_build() {
