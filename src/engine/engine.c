@@ -7,6 +7,7 @@
  * zero epoll timeout; then it sleeps until the next timer, a packet or a
  * doorbell, so an idle process uses no CPU. */
 #include "engine.h"
+#include "fault.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -23,6 +24,18 @@
 #define RX_BUF 8192
 #define MAX_EVENTS 64
 #define TX_IOV (UROCE_MAX_SGE + 2)
+
+/* A packet held back by fault injection (reorder, delay). */
+struct held_pkt {
+	struct uroce_qp *qp;
+	int dir;                     /* FAULT_RX or FAULT_TX */
+	uint64_t due;                /* release at this time at the latest */
+	uint64_t after_seq;          /* or once this many packets went by */
+	uint32_t len;
+	uint8_t *buf;
+	int fd;
+	struct sockaddr_in dst;
+};
 
 struct eng_cmd {
 	void (*fn)(void *);
@@ -60,6 +73,13 @@ struct uroce_engine {
 	uint8_t tx_hdr[TX_BATCH][MAX_HDR_LEN];
 	uint8_t tx_trl[TX_BATCH][8];
 	struct sockaddr_in tx_dst[TX_BATCH];
+	struct uroce_qp *cur_tx_qp[TX_BATCH];
+
+	/* fault injection */
+	struct uroce_fault fault;
+	struct held_pkt *held;
+	uint32_t nheld, held_cap;
+	uint64_t pkt_seq;            /* packets seen by the fault injector */
 
 	/* rx */
 	struct mmsghdr rx_msg[RX_BATCH];
@@ -150,6 +170,8 @@ void uroce_eng_deactivate(struct uroce_engine *e, struct uroce_qp *qp)
 	qp->act_next = qp->act_prev = NULL;
 }
 
+static void drop_held(struct uroce_engine *e, struct uroce_qp *qp);
+
 void uroce_eng_attach(struct uroce_engine *e, struct uroce_qp *qp)
 {
 	qp->all_prev = NULL;
@@ -161,6 +183,7 @@ void uroce_eng_attach(struct uroce_engine *e, struct uroce_qp *qp)
 
 void uroce_eng_detach(struct uroce_engine *e, struct uroce_qp *qp)
 {
+	drop_held(e, qp);
 	if (qp->all_prev)
 		qp->all_prev->all_next = qp->all_next;
 	else if (e->all == qp)
@@ -185,10 +208,152 @@ void uroce_eng_unwatch(struct uroce_engine *e, struct uroce_qp *qp)
 
 /* ---- tx ---- */
 
+static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t *buf,
+		      size_t len);
+
+static void hold(struct uroce_engine *e, struct uroce_qp *qp, int dir, const uint8_t *buf,
+		 uint32_t len, int fd, const struct sockaddr_in *dst)
+{
+	struct uroce_fault *f = &e->fault;
+	struct held_pkt *h;
+
+	if (e->nheld == e->held_cap) {
+		uint32_t ncap = e->held_cap ? e->held_cap * 2 : 64;
+		struct held_pkt *nh = realloc(e->held, sizeof(*nh) * ncap);
+
+		if (!nh)
+			return; /* out of memory: the packet is lost, GBN recovers */
+		e->held = nh;
+		e->held_cap = ncap;
+	}
+	h = &e->held[e->nheld];
+	h->buf = malloc(len);
+	if (!h->buf)
+		return;
+	memcpy(h->buf, buf, len);
+	h->qp = qp;
+	h->dir = dir;
+	h->len = len;
+	h->fd = fd;
+	if (dst)
+		h->dst = *dst;
+	/* Reordering holds a packet behind 1..N later ones (at most 1 ms);
+	 * delay holds it for the configured time. */
+	h->due = e->now + (f->delay_ns ? f->delay_ns : 1000000);
+	h->after_seq = f->reorder ? e->pkt_seq + 1 + uroce_fault_rand(f) % f->reorder : UINT64_MAX;
+	e->nheld++;
+	if (f->reorder)
+		e->ctx->cnt.fault_reordered++;
+	if (f->delay_ns)
+		e->ctx->cnt.fault_delayed++;
+}
+
+/* Releases due packets in the order they were held (a delay alone must
+ * not reorder). */
+static void release_held(struct uroce_engine *e, int force)
+{
+	uint32_t keep = 0, n = e->nheld;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct held_pkt h = e->held[i];
+
+		if (!force && e->now < h.due && e->pkt_seq < h.after_seq) {
+			e->held[keep++] = h;
+			continue;
+		}
+		if (h.dir == FAULT_RX && h.qp && h.qp->rx_fd >= 0) {
+			rx_packet(e, h.qp, h.buf, h.len);
+			uroce_resp_flush_ack(e, h.qp, e->now);
+		} else if (h.dir == FAULT_TX && h.qp) {
+			if (sendto(h.fd, h.buf, h.len, 0, (struct sockaddr *)&h.dst, sizeof(h.dst)) > 0) {
+				e->ctx->cnt.tx_pkts++;
+				e->ctx->cnt.tx_bytes += h.len;
+			}
+		}
+		free(h.buf);
+	}
+	/* rx_packet may have held more packets meanwhile: keep those too */
+	for (uint32_t i = n; i < e->nheld; i++)
+		e->held[keep++] = e->held[i];
+	e->nheld = keep;
+}
+
+/* Forgets held packets of a QP going away. */
+static void drop_held(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	for (uint32_t i = 0; i < e->nheld;) {
+		if (e->held[i].qp == qp) {
+			free(e->held[i].buf);
+			e->held[i] = e->held[--e->nheld];
+		} else {
+			i++;
+		}
+	}
+}
+
+static uint32_t linearize(const struct msghdr *m, uint8_t *out, uint32_t cap)
+{
+	uint32_t n = 0;
+
+	for (size_t k = 0; k < m->msg_iovlen; k++) {
+		uint32_t l = (uint32_t)MIN(m->msg_iov[k].iov_len, (size_t)(cap - n));
+
+		memcpy(out + n, m->msg_iov[k].iov_base, l);
+		n += l;
+	}
+	return n;
+}
+
+/* The slow path of uroce_eng_flush with tx faults: one datagram at a time. */
+static void flush_faulty(struct uroce_engine *e)
+{
+	struct uroce_fault *f = &e->fault;
+	static __thread uint8_t pkt[RX_BUF];
+
+	for (unsigned i = 0; i < e->ntx; i++) {
+		struct msghdr *m = &e->tx_msg[i].msg_hdr;
+		uint32_t len = linearize(m, pkt, sizeof(pkt));
+		int copies = 1;
+
+		e->pkt_seq++;
+		if (uroce_fault_hit(f, f->loss)) {
+			e->ctx->cnt.fault_dropped++;
+			continue;
+		}
+		if (uroce_fault_hit(f, f->dup)) {
+			e->ctx->cnt.fault_duplicated++;
+			copies = 2;
+		}
+		for (int c = 0; c < copies; c++) {
+			if (uroce_fault_hit(f, f->corrupt)) {
+				uint64_t bit = uroce_fault_rand(f) % ((uint64_t)len * 8);
+
+				pkt[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+				e->ctx->cnt.fault_corrupted++;
+			}
+			if (f->reorder || f->delay_ns) {
+				hold(e, e->cur_tx_qp[i], FAULT_TX, pkt, len, e->tx_fd,
+				     (struct sockaddr_in *)m->msg_name);
+				continue;
+			}
+			if (sendto(e->tx_fd, pkt, len, 0, m->msg_name, m->msg_namelen) > 0) {
+				e->ctx->cnt.tx_pkts++;
+				e->ctx->cnt.tx_bytes += len;
+			}
+		}
+	}
+	e->ntx = 0;
+}
+
 void uroce_eng_flush(struct uroce_engine *e)
 {
 	unsigned done = 0;
 	int tries = 0;
+
+	if (unlikely(e->fault.enabled && (e->fault.dir & FAULT_TX))) {
+		flush_faulty(e);
+		return;
+	}
 
 	while (done < e->ntx) {
 		int n = sendmmsg(e->tx_fd, e->tx_msg + done, e->ntx - done, 0);
@@ -262,6 +427,7 @@ void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_tx
 	e->tx_msg[i].msg_hdr.msg_namelen = sizeof(e->tx_dst[i]);
 	e->tx_msg[i].msg_hdr.msg_iov = iov;
 	e->tx_msg[i].msg_hdr.msg_iovlen = (size_t)n;
+	e->cur_tx_qp[i] = qp;
 	e->ntx++;
 	e->queued++;
 }
@@ -311,6 +477,36 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 		uroce_comp_rx(e, qp, &p, e->now);
 }
 
+/* Receive-side faults: drop, duplicate, corrupt, reorder, delay. */
+static void rx_faulty(struct uroce_engine *e, struct uroce_qp *qp, uint8_t *buf, uint32_t len)
+{
+	struct uroce_fault *f = &e->fault;
+	int copies = 1;
+
+	e->pkt_seq++;
+	if (uroce_fault_hit(f, f->loss)) {
+		e->ctx->cnt.fault_dropped++;
+		return;
+	}
+	if (uroce_fault_hit(f, f->dup)) {
+		e->ctx->cnt.fault_duplicated++;
+		copies = 2;
+	}
+	for (int c = 0; c < copies && qp->rx_fd >= 0; c++) {
+		if (uroce_fault_hit(f, f->corrupt)) {
+			uint64_t bit = uroce_fault_rand(f) % ((uint64_t)len * 8);
+
+			buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+			e->ctx->cnt.fault_corrupted++;
+		}
+		if (f->reorder || f->delay_ns)
+			hold(e, qp, FAULT_RX, buf, len, -1, NULL);
+		else
+			rx_packet(e, qp, buf, len);
+	}
+	release_held(e, 0);
+}
+
 static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
 {
 	for (int round = 0; round < 4; round++) {
@@ -331,7 +527,10 @@ static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
 				e->ctx->cnt.drop_malformed++;
 				continue;
 			}
-			rx_packet(e, qp, e->rx_buf + (size_t)i * RX_BUF, e->rx_msg[i].msg_len);
+			if (unlikely(e->fault.enabled && (e->fault.dir & FAULT_RX)))
+				rx_faulty(e, qp, e->rx_buf + (size_t)i * RX_BUF, e->rx_msg[i].msg_len);
+			else
+				rx_packet(e, qp, e->rx_buf + (size_t)i * RX_BUF, e->rx_msg[i].msg_len);
 		}
 		uroce_resp_flush_ack(e, qp, e->now);
 		if (n < RX_BATCH)
@@ -383,6 +582,10 @@ static int drain_doorbells(struct uroce_engine *e)
 static uint64_t next_deadline(struct uroce_engine *e)
 {
 	uint64_t best = UINT64_MAX;
+
+	for (uint32_t i = 0; i < e->nheld; i++)
+		if (e->held[i].due < best)
+			best = e->held[i].due;
 
 	for (struct uroce_qp *qp = e->active; qp; qp = qp->act_next) {
 		uint64_t d = uroce_req_next_deadline(qp);
@@ -453,6 +656,8 @@ static void *engine_main(void *arg)
 			rx_socket(e, evs[i].data.ptr);
 			work = 1;
 		}
+		if (e->nheld)
+			release_held(e, 0);
 		for (struct uroce_qp *qp = e->active, *next; qp; qp = next) {
 			uint64_t before = e->queued;
 			uint32_t tail = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
@@ -507,6 +712,15 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 	e->ctx = ctx;
 	e->cmd_tail = &e->cmd_head;
 	e->spin_ns = (s ? strtoull(s, NULL, 0) : 0) * 1000ull;
+	if (uroce_fault_init(&e->fault)) {
+		free(e);
+		return EINVAL;
+	}
+	if (e->fault.enabled)
+		uroce_info("fault injection on (%s): loss %g dup %g corrupt %g reorder %u delay %lu us",
+			   e->fault.dir == FAULT_RX ? "rx" : e->fault.dir == FAULT_TX ? "tx" : "both",
+			   e->fault.loss, e->fault.dup, e->fault.corrupt, e->fault.reorder,
+			   (unsigned long)(e->fault.delay_ns / 1000));
 	pthread_mutex_init(&e->cmd_lock, NULL);
 	pthread_cond_init(&e->cmd_cond, NULL);
 	e->rx_buf = malloc((size_t)RX_BATCH * RX_BUF);
@@ -546,6 +760,9 @@ void uroce_eng_stop(struct uroce_ctx *ctx)
 	wake(e);
 	pthread_join(e->thr, NULL);
 	e->running = 0;
+	for (uint32_t i = 0; i < e->nheld; i++)
+		free(e->held[i].buf);
+	free(e->held);
 	close(e->epfd);
 	close(e->efd);
 	free(e->rx_buf);

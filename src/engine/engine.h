@@ -50,6 +50,7 @@ struct uroce_counters {
 	uint64_t drop_tx_full;       /* sendmmsg could not take a packet */
 	uint64_t acks_sent, acks_rcvd;
 	uint64_t rem_access_errs, rem_inv_req_errs;
+	uint64_t fault_dropped, fault_duplicated, fault_corrupted, fault_reordered, fault_delayed;
 };
 
 struct uroce_pd {

@@ -1,0 +1,44 @@
+/* Fault injection: a bad network on demand, without netem.
+ *
+ *   UROCE_LOSS=P  UROCE_DUP=P  UROCE_CORRUPT=P   probabilities (0.01 is 1%)
+ *   UROCE_REORDER=N   hold a packet back behind up to N later ones
+ *   UROCE_DELAY_US=N  hold every packet N microseconds
+ *   UROCE_FAULT_DIR=rx|tx|both   where faults apply (default rx)
+ *   UROCE_SEED=N      deterministic choices (default: from the clock)
+ */
+#ifndef UROCE_FAULT_H
+#define UROCE_FAULT_H
+
+#include <stdint.h>
+
+enum { FAULT_RX = 1, FAULT_TX = 2 };
+
+struct uroce_fault {
+	int enabled;
+	int dir;                 /* FAULT_RX | FAULT_TX */
+	double loss, dup, corrupt;
+	uint32_t reorder;        /* window, packets */
+	uint64_t delay_ns;
+	uint64_t rng;            /* xorshift64* state */
+};
+
+/* Reads the environment; returns 0, or -1 with a message for bad values. */
+int uroce_fault_init(struct uroce_fault *f);
+
+static inline uint64_t uroce_fault_rand(struct uroce_fault *f)
+{
+	uint64_t x = f->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	f->rng = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+static inline int uroce_fault_hit(struct uroce_fault *f, double p)
+{
+	return p > 0 && (double)(uroce_fault_rand(f) >> 11) * 0x1.0p-53 < p;
+}
+
+#endif

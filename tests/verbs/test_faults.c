@@ -1,0 +1,151 @@
+/* Integrity under injected faults (UROCE_LOSS, UROCE_DUP, UROCE_CORRUPT,
+ * UROCE_REORDER, UROCE_DELAY_US, UROCE_FAULT_DIR): 256 MiB each of WRITE,
+ * READ and SEND must arrive complete and exact, in go-back-N mode.
+ * UROCE_FAULT_TEST_MB overrides the volume (MiB per operation). */
+#include "common.h"
+
+#define CHUNK (1u << 20)
+#define BUF (32u << 20)
+
+static size_t volume(void)
+{
+	const char *s = getenv("UROCE_FAULT_TEST_MB");
+	size_t mb = s ? strtoull(s, NULL, 0) : 256;
+
+	return (mb ? mb : 1) << 20;
+}
+
+/* Moves volume() bytes with each operation through BUF-sized rounds, a
+ * fresh pattern each round, and checks every byte. */
+static void run(const char *const env[][2])
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	size_t total = volume(), rounds = (total + BUF - 1) / BUF;
+	uint32_t n = BUF / CHUNK;
+	double t0 = tv_now();
+
+	for (int i = 0; env[i][0]; i++)
+		setenv(env[i][0], env[i][1], 1);
+	setenv("UROCE_SEED", "42", 0);
+	o.mtu = IBV_MTU_4096;
+	o.separate_ctx = 1; /* each side its own engine, both with faults */
+	o.max_send_wr = 64;
+	o.max_recv_wr = 64;
+	o.cqe = 256;
+	tv_pair_open(&p, &o);
+	tv_buf_alloc(&a, p.a.pd, BUF, TV_ACCESS_ALL);
+	tv_buf_alloc(&b, p.b.pd, BUF, TV_ACCESS_ALL);
+	for (size_t r = 0; r < rounds; r++) {
+		uint64_t seed = 0x1000 + r * 3;
+
+		/* RDMA WRITE a -> b */
+		tv_fill(a.p, BUF, seed);
+		for (uint32_t k = 0; k < n; k++)
+			T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, k, &a, (size_t)k * CHUNK, CHUNK,
+					  (uintptr_t)b.p + (size_t)k * CHUNK, b.mr->rkey, 0,
+					  IBV_SEND_SIGNALED), 0);
+		for (uint32_t k = 0; k < n; k++)
+			tv_expect_wc_to(p.a.scq, p.a.qp, k, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 120);
+		T_PATTERN(b.p, BUF, seed, 0);
+
+		/* RDMA READ b -> a */
+		tv_fill(b.p, BUF, seed + 1);
+		for (uint32_t k = 0; k < n; k++)
+			T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_READ, k, &a, (size_t)k * CHUNK, CHUNK,
+					  (uintptr_t)b.p + (size_t)k * CHUNK, b.mr->rkey, 0,
+					  IBV_SEND_SIGNALED), 0);
+		for (uint32_t k = 0; k < n; k++)
+			tv_expect_wc_to(p.a.scq, p.a.qp, k, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 120);
+		T_PATTERN(a.p, BUF, seed + 1, 0);
+
+		/* SEND a -> b */
+		tv_fill(a.p, BUF, seed + 2);
+		for (uint32_t k = 0; k < n; k++)
+			T_EQ_INT(tv_post_recv1(p.b.qp, k, &b, (size_t)k * CHUNK, CHUNK), 0);
+		for (uint32_t k = 0; k < n; k++)
+			T_EQ_INT(tv_post1(p.a.qp, IBV_WR_SEND, k, &a, (size_t)k * CHUNK, CHUNK, 0, 0, 0,
+					  IBV_SEND_SIGNALED), 0);
+		for (uint32_t k = 0; k < n; k++) {
+			struct ibv_wc wc = tv_expect_wc_to(p.b.rcq, p.b.qp, k, IBV_WC_SUCCESS,
+							   IBV_WC_RECV, 120);
+
+			T_EQ_INT(wc.byte_len, CHUNK);
+		}
+		for (uint32_t k = 0; k < n; k++)
+			tv_expect_wc_to(p.a.scq, p.a.qp, k, IBV_WC_SUCCESS, IBV_WC_SEND, 120);
+		T_PATTERN(b.p, BUF, seed + 2, 0);
+	}
+	t_log("%zu MiB each of WRITE, READ, SEND in %.1f s", total >> 20, tv_now() - t0);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+}
+
+#define ENV(...) ((const char *const[][2]){ __VA_ARGS__, { NULL, NULL } })
+
+T_CASE(loss_0_1pct)
+{
+	run(ENV({ "UROCE_LOSS", "0.001" }));
+}
+
+T_CASE(loss_1pct)
+{
+	run(ENV({ "UROCE_LOSS", "0.01" }));
+}
+
+T_CASE(loss_5pct)
+{
+	run(ENV({ "UROCE_LOSS", "0.05" }));
+}
+
+T_CASE(dup_5pct)
+{
+	run(ENV({ "UROCE_DUP", "0.05" }));
+}
+
+T_CASE(corrupt_1pct)
+{
+	run(ENV({ "UROCE_CORRUPT", "0.01" }));
+}
+
+T_CASE(reorder_4)
+{
+	run(ENV({ "UROCE_REORDER", "4" }));
+}
+
+T_CASE(delay_300us)
+{
+	run(ENV({ "UROCE_DELAY_US", "300" }));
+}
+
+T_CASE(tx_loss_1pct_dup_1pct)
+{
+	run(ENV({ "UROCE_FAULT_DIR", "tx" }, { "UROCE_LOSS", "0.01" }, { "UROCE_DUP", "0.01" }));
+}
+
+T_CASE(mixed_both_directions)
+{
+	run(ENV({ "UROCE_FAULT_DIR", "both" }, { "UROCE_LOSS", "0.005" }, { "UROCE_DUP", "0.005" },
+		{ "UROCE_CORRUPT", "0.005" }, { "UROCE_REORDER", "3" }));
+}
+
+T_CASE(bad_setting_fails_open)
+{
+	struct ibv_device **l;
+	struct ibv_context *c;
+
+	setenv("UROCE_LOSS", "1.5", 1);
+	l = ibv_get_device_list(NULL);
+	T_ASSERT(l && l[0]);
+	c = ibv_open_device(l[0]);
+	T_ASSERTF(!c, "ibv_open_device accepted UROCE_LOSS=1.5");
+	T_EQ_INT(errno, EINVAL);
+	ibv_free_device_list(l);
+}
+
+int main(int argc, char **argv)
+{
+	return t_run(argc, argv);
+}
