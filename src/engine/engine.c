@@ -8,6 +8,8 @@
  * doorbell, so an idle process uses no CPU. */
 #include "engine.h"
 #include "fault.h"
+#include "pcap.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -108,7 +110,7 @@ static void wake(struct uroce_engine *e)
 	}
 }
 
-void uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp)
+int uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp)
 {
 	struct uroce_engine *e = ctx->eng;
 
@@ -119,8 +121,11 @@ void uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp)
 			qp->db_next = old;
 		} while (!atomic_compare_exchange_weak(&e->db_head, &old, qp));
 	}
-	if (atomic_load(&e->sleeping))
+	if (atomic_load(&e->sleeping)) {
 		wake(e);
+		return 1;
+	}
+	return 0;
 }
 
 void uroce_eng_call(struct uroce_ctx *ctx, void (*fn)(void *), void *arg)
@@ -243,9 +248,9 @@ static void hold(struct uroce_engine *e, struct uroce_qp *qp, int dir, const uin
 	h->after_seq = f->reorder ? e->pkt_seq + 1 + uroce_fault_rand(f) % f->reorder : UINT64_MAX;
 	e->nheld++;
 	if (f->reorder)
-		e->ctx->cnt.fault_reordered++;
+		e->ctx->cnt->fault_reordered++;
 	if (f->delay_ns)
-		e->ctx->cnt.fault_delayed++;
+		e->ctx->cnt->fault_delayed++;
 }
 
 /* Releases due packets in the order they were held (a delay alone must
@@ -266,8 +271,8 @@ static void release_held(struct uroce_engine *e, int force)
 			uroce_resp_flush_ack(e, h.qp, e->now);
 		} else if (h.dir == FAULT_TX && h.qp) {
 			if (sendto(h.fd, h.buf, h.len, 0, (struct sockaddr *)&h.dst, sizeof(h.dst)) > 0) {
-				e->ctx->cnt.tx_pkts++;
-				e->ctx->cnt.tx_bytes += h.len;
+				e->ctx->cnt->tx_pkts++;
+				e->ctx->cnt->tx_bytes += h.len;
 			}
 		}
 		free(h.buf);
@@ -317,11 +322,11 @@ static void flush_faulty(struct uroce_engine *e)
 
 		e->pkt_seq++;
 		if (uroce_fault_hit(f, f->loss)) {
-			e->ctx->cnt.fault_dropped++;
+			e->ctx->cnt->fault_dropped++;
 			continue;
 		}
 		if (uroce_fault_hit(f, f->dup)) {
-			e->ctx->cnt.fault_duplicated++;
+			e->ctx->cnt->fault_duplicated++;
 			copies = 2;
 		}
 		for (int c = 0; c < copies; c++) {
@@ -329,7 +334,7 @@ static void flush_faulty(struct uroce_engine *e)
 				uint64_t bit = uroce_fault_rand(f) % ((uint64_t)len * 8);
 
 				pkt[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-				e->ctx->cnt.fault_corrupted++;
+				e->ctx->cnt->fault_corrupted++;
 			}
 			if (f->reorder || f->delay_ns) {
 				hold(e, e->cur_tx_qp[i], FAULT_TX, pkt, len, e->tx_fd,
@@ -337,8 +342,8 @@ static void flush_faulty(struct uroce_engine *e)
 				continue;
 			}
 			if (sendto(e->tx_fd, pkt, len, 0, m->msg_name, m->msg_namelen) > 0) {
-				e->ctx->cnt.tx_pkts++;
-				e->ctx->cnt.tx_bytes += len;
+				e->ctx->cnt->tx_pkts++;
+				e->ctx->cnt->tx_bytes += len;
 			}
 		}
 	}
@@ -360,8 +365,8 @@ void uroce_eng_flush(struct uroce_engine *e)
 
 		if (n > 0) {
 			for (unsigned i = done; i < done + (unsigned)n; i++) {
-				e->ctx->cnt.tx_pkts++;
-				e->ctx->cnt.tx_bytes += e->tx_msg[i].msg_len;
+				e->ctx->cnt->tx_pkts++;
+				e->ctx->cnt->tx_bytes += e->tx_msg[i].msg_len;
 			}
 			done += (unsigned)n;
 			continue;
@@ -375,11 +380,38 @@ void uroce_eng_flush(struct uroce_engine *e)
 		if (errno == EINTR)
 			continue;
 		/* Drop this datagram; go-back-N recovers it. */
-		e->ctx->cnt.drop_tx_full++;
+		e->ctx->cnt->drop_tx_full++;
 		uroce_dbg("sendmmsg: %s", strerror(errno));
 		done++;
 	}
 	e->ntx = 0;
+}
+
+/* Records a datagram of qp, sent (tx) or received, with the headers it
+ * has on the wire. */
+static void capture(struct uroce_qp *qp, int tx, const struct iovec *iov, int n)
+{
+	static const uint8_t zero[6];
+	struct uroce_cap_hdr h = { .ttl = 64, .dport = ROCE_V2_PORT };
+
+	if (!memcmp(qp->peer_mac, zero, 6) && qp->peer_mac_tries < 64 && !qp->ctx->dev.loopback) {
+		qp->peer_mac_tries++;
+		uroce_net_peer_mac(qp->ctx->dev.ifindex, qp->peer_ip4, qp->peer_mac);
+	}
+	if (tx) {
+		h.smac = qp->ctx->dev.mac;
+		h.dmac = qp->peer_mac;
+		h.saddr = qp->src_ip4;
+		h.daddr = qp->peer_ip4;
+		h.sport = qp->sport;
+	} else {
+		h.smac = qp->peer_mac;
+		h.dmac = qp->ctx->dev.mac;
+		h.saddr = qp->peer_ip4;
+		h.daddr = qp->src_ip4;
+		h.sport = qp->peer_sport;
+	}
+	uroce_pcap_write(&h, iov, n);
 }
 
 void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_txpkt *p)
@@ -428,6 +460,11 @@ void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_tx
 	e->tx_msg[i].msg_hdr.msg_iov = iov;
 	e->tx_msg[i].msg_hdr.msg_iovlen = (size_t)n;
 	e->cur_tx_qp[i] = qp;
+	if (unlikely(uroce_pcap_on))
+		capture(qp, 1, iov, n);
+	uroce_trace("pkt_tx", "qpn=0x%x dqpn=0x%x op=%s psn=0x%x payload=%u bytes=%zu", qp->qpn,
+		    p->h.dqpn, wire_opcode_name(p->h.opcode), p->h.psn, p->paylen,
+		    hl + p->paylen + pad + ICRC_LEN);
 	e->ntx++;
 	e->queued++;
 }
@@ -437,7 +474,7 @@ void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_tx
 static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t *buf,
 		      size_t len)
 {
-	struct uroce_counters *c = &e->ctx->cnt;
+	struct uroce_counters *c = e->ctx->cnt;
 	struct wire_pkt p;
 	struct iovec iov;
 	struct wire_ip4 ip = {
@@ -449,6 +486,11 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 
 	c->rx_pkts++;
 	c->rx_bytes += len;
+	if (unlikely(uroce_pcap_on)) {
+		struct iovec whole = { (void *)buf, len };
+
+		capture(qp, 0, &whole, 1);
+	}
 	memset(&p, 0, sizeof(p));
 	if (wire_parse(buf, len, &p) != WIRE_OK) {
 		c->drop_malformed++;
@@ -470,6 +512,8 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 		c->drop_bad_qpn++;
 		return;
 	}
+	uroce_trace("pkt_rx", "qpn=0x%x op=%s psn=0x%x payload=%u bytes=%zu", qp->qpn,
+		    wire_opcode_name(p.opcode), p.psn, p.paylen, len);
 	uroce_eng_activate(e, qp);
 	if (wire_opcodes[p.opcode].flags & OPF_REQ)
 		uroce_resp_rx(e, qp, &p, e->now);
@@ -485,11 +529,11 @@ static void rx_faulty(struct uroce_engine *e, struct uroce_qp *qp, uint8_t *buf,
 
 	e->pkt_seq++;
 	if (uroce_fault_hit(f, f->loss)) {
-		e->ctx->cnt.fault_dropped++;
+		e->ctx->cnt->fault_dropped++;
 		return;
 	}
 	if (uroce_fault_hit(f, f->dup)) {
-		e->ctx->cnt.fault_duplicated++;
+		e->ctx->cnt->fault_duplicated++;
 		copies = 2;
 	}
 	for (int c = 0; c < copies && qp->rx_fd >= 0; c++) {
@@ -497,7 +541,7 @@ static void rx_faulty(struct uroce_engine *e, struct uroce_qp *qp, uint8_t *buf,
 			uint64_t bit = uroce_fault_rand(f) % ((uint64_t)len * 8);
 
 			buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-			e->ctx->cnt.fault_corrupted++;
+			e->ctx->cnt->fault_corrupted++;
 		}
 		if (f->reorder || f->delay_ns)
 			hold(e, qp, FAULT_RX, buf, len, -1, NULL);
@@ -524,7 +568,7 @@ static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
 			break;
 		for (int i = 0; i < n && qp->rx_fd >= 0; i++) {
 			if (e->rx_msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
-				e->ctx->cnt.drop_malformed++;
+				e->ctx->cnt->drop_malformed++;
 				continue;
 			}
 			if (unlikely(e->fault.enabled && (e->fault.dir & FAULT_RX)))
@@ -608,6 +652,7 @@ static void *engine_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	prctl(PR_SET_NAME, "uroce-engine", 0, 0, 0);
+	uroce_trace_set_engine_thread();
 	e->now = last_work = uroce_now_ns();
 	while (!atomic_load(&e->stop)) {
 		struct timespec ts, *tsp = &ts;
@@ -692,9 +737,9 @@ static void *engine_main(void *arg)
 					  qp->resp.epsn, qp->resp.rd_len,
 					  qp->resp.rd[qp->resp.rd_head].psn, qp->resp.rd[qp->resp.rd_head].sent,
 					  qp->resp.rd[qp->resp.rd_head].end, qp->resp.rd[qp->resp.rd_head].len,
-					  qp->resp.msg, e->ctx->cnt.retrans_pkts,
-					  e->ctx->cnt.timeouts, e->ctx->cnt.seq_naks_sent,
-					  e->ctx->cnt.seq_naks_rcvd);
+					  qp->resp.msg, e->ctx->cnt->retrans_pkts,
+					  e->ctx->cnt->timeouts, e->ctx->cnt->seq_naks_sent,
+					  e->ctx->cnt->seq_naks_rcvd);
 		}
 	}
 	return NULL;

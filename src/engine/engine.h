@@ -33,25 +33,7 @@
 struct uroce_engine;
 struct uroce_ctx;
 
-/* Counters of one context (one device as seen by one process). */
-struct uroce_counters {
-	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes;
-	uint64_t retrans_pkts;       /* packets sent again */
-	uint64_t timeouts;           /* local ACK timeouts */
-	uint64_t seq_naks_sent;      /* NAK PSN sequence error sent (out_of_sequence) */
-	uint64_t seq_naks_rcvd;      /* packet_seq_err */
-	uint64_t rnr_naks_sent, rnr_naks_rcvd;
-	uint64_t dup_requests;       /* duplicate_request */
-	uint64_t dup_responses;
-	uint64_t implied_naks;
-	uint64_t retry_exceeded, rnr_retry_exceeded;
-	uint64_t icrc_errors, icrc_id_recovered;
-	uint64_t drop_malformed, drop_bad_qpn, drop_state, drop_pkey, drop_opcode;
-	uint64_t drop_tx_full;       /* sendmmsg could not take a packet */
-	uint64_t acks_sent, acks_rcvd;
-	uint64_t rem_access_errs, rem_inv_req_errs;
-	uint64_t fault_dropped, fault_duplicated, fault_corrupted, fault_reordered, fault_delayed;
-};
+#include "counters.h"
 
 struct uroce_pd {
 	struct ibv_pd ibpd;
@@ -185,6 +167,8 @@ struct uroce_qp {
 	uint32_t qpn, dest_qpn;
 	uint32_t peer_ip4, src_ip4;  /* network order */
 	uint16_t sport, peer_sport;
+	uint8_t peer_mac[6];         /* for captures; zero until known */
+	uint8_t peer_mac_tries;
 	int tx_fd, rx_fd;
 	uint32_t pmtu;               /* bytes: min(path_mtu, active mtu) */
 	int eng_state;               /* transport state */
@@ -252,7 +236,9 @@ struct uroce_ctx {
 	struct uroce_engine *eng;
 	struct uroce_mr_table mrs;
 	struct uroce_async async;
-	struct uroce_counters cnt;   /* written by the engine thread only */
+	struct uroce_counters *cnt;  /* in the stat file; written by the engine only */
+	struct uroce_stat_file *stat;
+	char stat_path[96];
 	atomic_int nqps;
 	struct verbs_context vctx;   /* must be last: ibv_context ends it */
 };
@@ -287,8 +273,9 @@ int uroce_eng_start(struct uroce_ctx *ctx);
 void uroce_eng_stop(struct uroce_ctx *ctx);
 /* Runs fn(arg) on the engine thread and waits for it. */
 void uroce_eng_call(struct uroce_ctx *ctx, void (*fn)(void *), void *arg);
-/* Tells the engine a QP has new work (posted WQEs). Lock-free. */
-void uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp);
+/* Tells the engine a QP has new work (posted WQEs). Lock-free; returns 1
+ * when it had to wake the engine (one eventfd write, a system call). */
+int uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp);
 int uroce_eng_is_self(struct uroce_ctx *ctx);
 void uroce_eng_activate(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_deactivate(struct uroce_engine *e, struct uroce_qp *qp);

@@ -8,6 +8,7 @@
  * last PSN. Go-back-N: a NAK, a gap in READ responses or a timeout rewinds
  * req.psn to una and resends from there. */
 #include "engine.h"
+#include "trace.h"
 
 #include <string.h>
 
@@ -90,6 +91,8 @@ static int gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint3
 		host = uroce_mr_addr(mr, s->addr + off, take, 0);
 		if (!host)
 			return IBV_WC_LOC_PROT_ERR;
+		uroce_trace("mem_read", "qpn=0x%x addr=%p len=%u lkey=0x%x kind=host zero_copy=1",
+			    qp->qpn, (void *)host, take, s->lkey);
 		iov[n].iov_base = host;
 		iov[n++].iov_len = take;
 		len -= take;
@@ -121,6 +124,8 @@ static int scatter(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, cons
 		if (!host)
 			return IBV_WC_LOC_PROT_ERR;
 		memcpy(host, src, take);
+		uroce_trace("place", "qpn=0x%x addr=%p len=%u lkey=0x%x kind=host", qp->qpn,
+			    (void *)host, take, s->lkey);
 		src += take;
 		len -= take;
 		off = 0;
@@ -195,6 +200,8 @@ static void retire(struct uroce_qp *qp)
 				qp->req.stall_until = uroce_now_ns() + 50000;
 				break;
 			}
+			uroce_trace("cqe", "qpn=0x%x wr_id=%llu status=0 opcode=%d byte_len=%u", qp->qpn,
+				    (unsigned long long)w->wr_id, (int)wc.opcode, w->length);
 			/* Free the slot before the CQE is visible: a poller
 			 * that sees it may post again at once. */
 			w->flags = 0;
@@ -303,7 +310,7 @@ static void do_rewind(struct uroce_qp *qp)
 	w = find_psn(qp, target, &idx);
 	if (!w)
 		return;
-	qp->ctx->cnt.retrans_pkts += (uint64_t)psn_diff(qp->req.psn, target);
+	qp->ctx->cnt->retrans_pkts += (uint64_t)psn_diff(qp->req.psn, target);
 	for (uint32_t t = idx; t != qp->req.cur + 1; t++) {
 		struct uroce_swqe *x = sqe(qp, t);
 
@@ -359,7 +366,7 @@ static int ack_upto(struct uroce_qp *qp, uint32_t apsn)
 		if (is_rd_atomic(w->opcode)) {
 			/* The responder has executed a READ or atomic whose
 			 * response we lack: implied NAK (9.7.5.1.2). */
-			qp->ctx->cnt.implied_naks++;
+			qp->ctx->cnt->implied_naks++;
 			request_rewind(qp);
 			break;
 		}
@@ -394,19 +401,20 @@ static void on_aeth(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 
 	switch (syn & AETH_TYPE_MASK) {
 	case AETH_ACK:
-		qp->ctx->cnt.acks_rcvd++;
+		qp->ctx->cnt->acks_rcvd++;
+		uroce_trace("ack_rx", "qpn=0x%x psn=0x%x msn=%u", qp->qpn, p->psn, p->msn);
 		if (ack_upto(qp, p->psn))
 			progress_made(qp, now);
 		return;
 	case AETH_RNR_NAK:
 		/* 9.7.5.2.8: everything before the NAKed PSN is done. */
-		qp->ctx->cnt.rnr_naks_rcvd++;
+		qp->ctx->cnt->rnr_naks_rcvd++;
 		if (psn_diff(p->psn, qp->req.una) > 0 && ack_upto(qp, psn_add(p->psn, PSN_MASK)))
 			progress_made(qp, now);
 		if (p->psn != qp->req.una)
 			return;
 		if (qp->req.rnr_left == 0) {
-			qp->ctx->cnt.rnr_retry_exceeded++;
+			qp->ctx->cnt->rnr_retry_exceeded++;
 			fail_oldest(qp, IBV_WC_RNR_RETRY_EXC_ERR);
 			return;
 		}
@@ -426,16 +434,16 @@ static void on_aeth(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 		progress_made(qp, now);
 	switch (syn & 0x1f) {
 	case NAK_PSN_SEQ_ERR:
-		qp->ctx->cnt.seq_naks_rcvd++;
+		qp->ctx->cnt->seq_naks_rcvd++;
 		if (p->psn == qp->req.una)
 			request_rewind(qp);
 		return;
 	case NAK_INVALID_REQ:
-		qp->ctx->cnt.rem_inv_req_errs++;
+		qp->ctx->cnt->rem_inv_req_errs++;
 		fail_oldest(qp, IBV_WC_REM_INV_REQ_ERR);
 		return;
 	case NAK_REM_ACCESS_ERR:
-		qp->ctx->cnt.rem_access_errs++;
+		qp->ctx->cnt->rem_access_errs++;
 		fail_oldest(qp, IBV_WC_REM_ACCESS_ERR);
 		return;
 	case NAK_REM_OP_ERR:
@@ -480,13 +488,13 @@ static void on_read_resp(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t
 	if (p->psn != w->resp_next) {
 		if (psn_diff(p->psn, w->resp_next) > 0) {
 			/* a gap: go back to the first missing response */
-			qp->ctx->cnt.implied_naks++;
+			qp->ctx->cnt->implied_naks++;
 			if (!qp->req.rewind && qp->req.gap_psn != w->resp_next) {
 				qp->req.gap_psn = w->resp_next;
 				request_rewind(qp);
 			}
 		} else {
-			qp->ctx->cnt.dup_responses++;
+			qp->ctx->cnt->dup_responses++;
 		}
 		return;
 	}
@@ -543,7 +551,7 @@ void uroce_comp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 	(void)e;
 	if (qp->eng_state != IBV_QPS_RTS && qp->eng_state != IBV_QPS_SQD &&
 	    qp->eng_state != IBV_QPS_SQE) {
-		qp->ctx->cnt.drop_state++;
+		qp->ctx->cnt->drop_state++;
 		return;
 	}
 	switch (p->opcode) {
@@ -560,7 +568,7 @@ void uroce_comp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		on_atomic_ack(qp, p, now);
 		break;
 	default:
-		qp->ctx->cnt.drop_opcode++;
+		qp->ctx->cnt->drop_opcode++;
 		return;
 	}
 	if (qp->eng_state != IBV_QPS_ERR)
@@ -581,9 +589,9 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 	}
 	if (qp->req.deadline && now >= qp->req.deadline) {
 		/* Local ACK timeout (C9-140): retry_cnt retries, then fail. */
-		qp->ctx->cnt.timeouts++;
+		qp->ctx->cnt->timeouts++;
 		if (qp->req.retry_left <= 0) {
-			qp->ctx->cnt.retry_exceeded++;
+			qp->ctx->cnt->retry_exceeded++;
 			fail_oldest(qp, IBV_WC_RETRY_EXC_ERR);
 			return;
 		}
@@ -745,6 +753,9 @@ void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t no
 			w->resp_next = w->first_psn;
 			w->req_hi = w->first_psn;
 			w->flags |= SWQE_ASSIGNED;
+			uroce_trace("wqe_take", "qpn=0x%x wr_id=%llu first_psn=0x%x packets=%u len=%u",
+				    qp->qpn, (unsigned long long)w->wr_id, w->first_psn, w->npkts,
+				    w->length);
 			qp->req.cur_pkt = 0;
 		}
 		if (is_rd_atomic(w->opcode)) {

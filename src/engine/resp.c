@@ -1,6 +1,7 @@
 /* Responder (IBA 9.7.4-9.7.5, C9-* as cited): PSN checks, placement of
  * SENDs and WRITEs, READ responses, atomics, ACK/NAK generation. */
 #include "engine.h"
+#include "trace.h"
 
 #include <arpa/inet.h>
 #include <string.h>
@@ -38,7 +39,7 @@ static void send_aeth(struct uroce_engine *e, struct uroce_qp *qp, uint8_t syndr
 	tp.h.syndrome = syndrome;
 	tp.h.msn = qp->resp.msn;
 	uroce_eng_send(e, qp, &tp);
-	qp->ctx->cnt.acks_sent++;
+	qp->ctx->cnt->acks_sent++;
 }
 
 void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
@@ -142,6 +143,8 @@ static enum ibv_wc_status place_send(struct uroce_qp *qp, const uint8_t *src, ui
 		if (!host)
 			return IBV_WC_LOC_PROT_ERR;
 		memcpy(host, src, take);
+		uroce_trace("place", "qpn=0x%x addr=%p len=%u lkey=0x%x kind=host", qp->qpn,
+			    (void *)host, take, s->lkey);
 		src += take;
 		len -= take;
 		off = 0;
@@ -170,6 +173,8 @@ static void complete_recv(struct uroce_qp *qp, const struct wire_pkt *p, enum ib
 		wc.wc_flags |= IBV_WC_WITH_INV;
 		wc.invalidated_rkey = ntohl(p->imm_be);
 	}
+	uroce_trace("cqe", "qpn=0x%x wr_id=%llu status=0 opcode=%d byte_len=%u", qp->qpn,
+		    (unsigned long long)wc.wr_id, (int)op, byte_len);
 	if (uroce_cq_push(qp->rcq, &wc, p->se) < 0)
 		uroce_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->rcq->ibcq);
 	qp->resp.have_rwqe = 0;
@@ -230,7 +235,7 @@ static void duplicate(struct uroce_engine *e, struct uroce_qp *qp, const struct 
 {
 	uint32_t f = wire_opcodes[p->opcode].flags;
 
-	qp->ctx->cnt.dup_requests++;
+	qp->ctx->cnt->dup_requests++;
 	if (f & OPF_READ) {
 		/* Re-execute (C9-104); the requester went back and will ask
 		 * again for everything after, so queued responses go. */
@@ -272,12 +277,12 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 
 	if (qp->eng_state != IBV_QPS_RTR && qp->eng_state != IBV_QPS_RTS &&
 	    qp->eng_state != IBV_QPS_SQD && qp->eng_state != IBV_QPS_SQE) {
-		qp->ctx->cnt.drop_state++;
+		qp->ctx->cnt->drop_state++;
 		return;
 	}
 	if (p->pkey != DEFAULT_PKEY) {
 		/* C9-41: P_Key mismatch, silently dropped and counted. */
-		qp->ctx->cnt.drop_pkey++;
+		qp->ctx->cnt->drop_pkey++;
 		return;
 	}
 	if (!qp->resp.comm_est) {
@@ -291,7 +296,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		if (!qp->resp.nak_sent) {
 			send_aeth(e, qp, AETH_NAK | NAK_PSN_SEQ_ERR, qp->resp.epsn);
 			qp->resp.nak_sent = 1;
-			qp->ctx->cnt.seq_naks_sent++;
+			qp->ctx->cnt->seq_naks_sent++;
 		}
 		return;
 	}
@@ -326,7 +331,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 				/* Receiver not ready (9.7.5.2.8). */
 				send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
 					  qp->resp.epsn);
-				qp->ctx->cnt.rnr_naks_sent++;
+				qp->ctx->cnt->rnr_naks_sent++;
 				return;
 			}
 			qp->resp.msg = RESP_MSG_SEND;
@@ -348,7 +353,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 
 		if ((f & OPF_FIRST) &&
 		    !remote_addr(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE)) {
-			qp->ctx->cnt.rem_access_errs++;
+			qp->ctx->cnt->rem_access_errs++;
 			nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 			return;
 		}
@@ -358,7 +363,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		if ((f & OPF_IMM) && !qp->resp.have_rwqe && !take_rwqe(qp)) {
 			send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
 				  qp->resp.epsn);
-			qp->ctx->cnt.rnr_naks_sent++;
+			qp->ctx->cnt->rnr_naks_sent++;
 			return;
 		}
 		if (f & OPF_FIRST) {
@@ -378,11 +383,13 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 			dst = remote_addr(qp, qp->resp.wr_rkey, qp->resp.wr_va + qp->resp.msg_off,
 					  p->paylen, IBV_ACCESS_REMOTE_WRITE);
 			if (!dst) {
-				qp->ctx->cnt.rem_access_errs++;
+				qp->ctx->cnt->rem_access_errs++;
 				nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 				return;
 			}
 			memcpy(dst, p->payload, p->paylen);
+			uroce_trace("place", "qpn=0x%x addr=%p len=%u rkey=0x%x kind=host", qp->qpn,
+				    (void *)dst, p->paylen, qp->resp.wr_rkey);
 		}
 		qp->resp.msg_off += p->paylen;
 		if (f & OPF_LAST) {
@@ -399,7 +406,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 			return;
 		}
 		if (!remote_addr(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ)) {
-			qp->ctx->cnt.rem_access_errs++;
+			qp->ctx->cnt->rem_access_errs++;
 			nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 			return;
 		}
@@ -426,7 +433,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		}
 		ptr = (uint64_t *)remote_addr(qp, p->rkey, p->va, 8, IBV_ACCESS_REMOTE_ATOMIC);
 		if (!ptr) {
-			qp->ctx->cnt.rem_access_errs++;
+			qp->ctx->cnt->rem_access_errs++;
 			nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 			return;
 		}
@@ -449,7 +456,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		send_atomic_ack(e, qp, p->psn, orig);
 		return;
 	} else {
-		qp->ctx->cnt.drop_opcode++;
+		qp->ctx->cnt->drop_opcode++;
 		return;
 	}
 	qp->resp.epsn = psn_add(qp->resp.epsn, 1);
@@ -501,6 +508,8 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 					uroce_qp_to_error(qp);
 					return;
 				}
+				uroce_trace("mem_read", "qpn=0x%x addr=%p len=%u rkey=0x%x kind=host zero_copy=1",
+					    qp->qpn, (void *)src, len, r->rkey);
 				iov.iov_base = src;
 				iov.iov_len = len;
 				tp.pay = &iov;

@@ -44,6 +44,8 @@ int uroce_net_active_mtu(int if_mtu);
 int uroce_net_tx_socket(uint32_t ip4, uint16_t sport);
 int uroce_net_rx_socket(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport);
 void uroce_net_set_bufs(int fd, int bytes);
+/* The peer's MAC from the neighbour table; 1 if known. */
+int uroce_net_peer_mac(int ifindex, uint32_t ip4, uint8_t mac[6]);
 
 /* Synthetic LIDs: a port's LID is the low 16 bits of its IPv4 address; a
  * LID-addressed peer is the address with those bits in our /16. */

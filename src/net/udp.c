@@ -4,7 +4,9 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <netinet/ip.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,12 +23,15 @@ void uroce_net_set_bufs(int fd, int bytes)
 static int udp_socket(void)
 {
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	int pmtu = IP_PMTUDISC_DO;
+	int pmtu = IP_PMTUDISC_DO, one = 1;
 
 	if (fd < 0)
 		return -1;
 	/* DF on every packet: unconnected DF datagrams carry IP ID 0. */
 	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	/* RoCEv2 senders leave the UDP checksum 0 (the ICRC covers the
+	 * packet); it also saves a pass over the payload. */
+	setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof(one));
 	return fd;
 }
 
@@ -45,6 +50,36 @@ int uroce_net_tx_socket(uint32_t ip4, uint16_t sport)
 		return -e;
 	}
 	return fd;
+}
+
+int uroce_net_peer_mac(int ifindex, uint32_t ip4, uint8_t mac[6])
+{
+	char line[256], ip[32], dev[IF_NAMESIZE + 1], want[IF_NAMESIZE];
+	FILE *f = fopen("/proc/net/arp", "re");
+	int found = 0;
+
+	if (!f)
+		return 0;
+	if (!if_indextoname((unsigned)ifindex, want))
+		want[0] = 0;
+	inet_ntop(AF_INET, &ip4, ip, sizeof(ip));
+	while (fgets(line, sizeof(line), f)) {
+		char a[32], hw[32];
+		unsigned m[6];
+
+		if (sscanf(line, "%31s %*s %*s %31s %*s %16s", a, hw, dev) != 3 || strcmp(a, ip))
+			continue;
+		if (want[0] && strcmp(dev, want))
+			continue;
+		if (sscanf(hw, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) == 6) {
+			for (int i = 0; i < 6; i++)
+				mac[i] = (uint8_t)m[i];
+			found = 1;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
 }
 
 int uroce_net_rx_socket(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport)

@@ -1,5 +1,8 @@
 /* Devices, contexts and their queries; sysfs emulation for our devices. */
 #include "verbs_int.h"
+#include "stat.h"
+#include "pcap.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -130,13 +133,26 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		ret = errno ? errno : ENOMEM;
 		goto fail;
 	}
+	ctx->stat = uroce_stat_create(d->nd.ibname, d->nd.ifname, ctx->stat_path,
+				      sizeof(ctx->stat_path));
+	ctx->cnt = ctx->stat ? &ctx->stat->cnt : calloc(1, sizeof(*ctx->cnt));
+	if (!ctx->cnt) {
+		ret = ENOMEM;
+		goto fail;
+	}
 	uroce__init_ops(ctx);
+	uroce_pcap_init();
+	uroce_trace_init();
 	raise_nofile();
 	ret = uroce_eng_start(ctx);
 	if (ret)
 		goto fail;
 	return c;
 fail:
+	if (ctx->stat)
+		uroce_stat_destroy(ctx->stat, ctx->stat_path);
+	else
+		free(ctx->cnt);
 	if (ctx->async.efd >= 0)
 		close(ctx->async.efd);
 	if (c->cmd_fd >= 0)
@@ -151,8 +167,10 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 	struct uroce_ctx *ctx = to_uctx(context);
 
 	uroce_eng_stop(ctx);
+	if (uroce_trace_on)
+		uroce_trace_flush();
 	{
-		const struct uroce_counters *k = &ctx->cnt;
+		const struct uroce_counters *k = ctx->cnt;
 
 		uroce_info("%s: tx %lu pkts rx %lu pkts retrans %lu timeouts %lu seq_nak tx/rx %lu/%lu "
 			   "rnr tx/rx %lu/%lu dup_req %lu dup_resp %lu implied_nak %lu icrc_err %lu "
@@ -164,6 +182,10 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 			   k->acks_sent, k->acks_rcvd);
 	}
 	uroce_mr_table_fini(&ctx->mrs);
+	if (ctx->stat)
+		uroce_stat_destroy(ctx->stat, ctx->stat_path);
+	else
+		free(ctx->cnt);
 	close(ctx->async.efd);
 	close(context->cmd_fd);
 	free(ctx->async.q);

@@ -2,6 +2,7 @@
  * and polling. Entry points validate their arguments (the errno values of
  * the man pages) and hand transport work to the engine. */
 #include "verbs_int.h"
+#include "trace.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -228,6 +229,10 @@ static int poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 		wc[i] = cq->ring[(cons + i) & (cq->size - 1)];
 	atomic_store_explicit(&cq->cons, cons + n, memory_order_release);
 	pthread_spin_unlock(&cq->poll_lock);
+	for (uint32_t i = 0; i < n; i++)
+		uroce_trace("poll_cq", "qpn=0x%x wr_id=%llu status=%d opcode=%d byte_len=%u syscall=0",
+			    wc[i].qp_num, (unsigned long long)wc[i].wr_id, (int)wc[i].status,
+			    (int)wc[i].opcode, wc[i].byte_len);
 	return (int)n;
 }
 
@@ -643,6 +648,8 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd
 	if (qp->srq)
 		atomic_fetch_add(&qp->srq->refs, 1);
 	atomic_fetch_add(&ctx->nqps, 1);
+	if (ctx->stat)
+		ctx->stat->nqps = (uint32_t)atomic_load(&ctx->nqps);
 	uroce_eng_call(ctx, attach_fn, qp);
 	init->cap = qp->cap;
 	return &qp->qpx.qp_base;
@@ -724,6 +731,8 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	else
 		rq_fini(&qp->rq);
 	atomic_fetch_sub(&qp->ctx->nqps, 1);
+	if (qp->ctx->stat)
+		qp->ctx->stat->nqps = (uint32_t)atomic_load(&qp->ctx->nqps);
 	pthread_spin_destroy(&qp->sq_lock);
 	free(qp->sq);
 	free(qp->sq_sge);
@@ -1143,10 +1152,17 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 		}
 		atomic_store_explicit(&qp->sq_head, head + 1, memory_order_release);
 		posted++;
+		uroce_trace("post_send", "qpn=0x%x wr_id=%llu opcode=%d len=%u addr=0x%llx signaled=%d",
+			    qp->qpn, (unsigned long long)wr->wr_id, (int)wr->opcode, w->length,
+			    wr->num_sge ? (unsigned long long)wr->sg_list[0].addr : 0ull,
+			    !!(w->flags & SWQE_SIGNALED) || qp->sq_sig_all);
 	}
 	pthread_spin_unlock(&qp->sq_lock);
-	if (posted)
-		uroce_eng_doorbell(qp->ctx, qp);
+	if (posted) {
+		int syscall = uroce_eng_doorbell(qp->ctx, qp);
+
+		uroce_trace("doorbell", "qpn=0x%x syscall=%d", qp->qpn, syscall);
+	}
 	if (ret)
 		*bad = wr;
 	return ret;
@@ -1162,6 +1178,8 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_rec
 		return EINVAL;
 	}
 	ret = rq_post(&qp->rq, wr, bad);
+	uroce_trace("post_recv", "qpn=0x%x wr_id=%llu", qp->qpn,
+		    wr ? (unsigned long long)wr->wr_id : 0ull);
 	if (st == IBV_QPS_ERR)
 		uroce_eng_doorbell(qp->ctx, qp); /* flush them */
 	return ret;

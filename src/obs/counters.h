@@ -1,0 +1,74 @@
+/* Counters of one device as seen by one process, the figures a NIC exposes
+ * in hw_counters and `rdma statistic`. They live in a small file in
+ * /dev/shm (uroce-<pid>-<n>.stat) that the engine updates in place, so
+ * `uroce stat` can read them live from another process. The layout is
+ * versioned; readers check magic, version and size. */
+#ifndef UROCE_COUNTERS_H
+#define UROCE_COUNTERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define UROCE_STAT_MAGIC 0x74617473656f7275ull /* "urocesta" */
+#define UROCE_STAT_VERSION 1
+#define UROCE_STAT_DIR "/dev/shm"
+#define UROCE_STAT_PREFIX "uroce-"
+
+/* X(name, description): the name is what hw_counters would call it. */
+#define UROCE_COUNTERS(X)                                                              \
+	X(tx_pkts, "packets sent")                                                     \
+	X(tx_bytes, "bytes sent (UDP payload)")                                        \
+	X(rx_pkts, "packets received")                                                 \
+	X(rx_bytes, "bytes received (UDP payload)")                                    \
+	X(retrans_pkts, "packets sent again (go-back-N)")                               \
+	X(timeouts, "local ACK timeouts (local_ack_timeout_err)")                      \
+	X(seq_naks_sent, "PSN sequence error NAKs sent (out_of_sequence)")             \
+	X(seq_naks_rcvd, "PSN sequence error NAKs received (packet_seq_err)")          \
+	X(rnr_naks_sent, "RNR NAKs sent")                                              \
+	X(rnr_naks_rcvd, "RNR NAKs received")                                          \
+	X(dup_requests, "duplicate requests received (duplicate_request)")              \
+	X(dup_responses, "duplicate READ responses received")                          \
+	X(implied_naks, "implied NAKs (implied_nak_seq_err)")                           \
+	X(retry_exceeded, "WQEs failed with retry exceeded")                           \
+	X(rnr_retry_exceeded, "WQEs failed with RNR retry exceeded (rnr_nak_retry_err)") \
+	X(icrc_errors, "packets dropped: bad ICRC")                                    \
+	X(icrc_id_recovered, "packets whose ICRC matched only with a non-zero IP ID")  \
+	X(drop_malformed, "packets dropped: malformed headers")                        \
+	X(drop_bad_qpn, "packets dropped: wrong destination QP")                       \
+	X(drop_state, "packets dropped: QP not in a state to take them")               \
+	X(drop_pkey, "packets dropped: P_Key mismatch")                                \
+	X(drop_opcode, "packets dropped: opcode not valid here")                       \
+	X(drop_tx_full, "packets not sent: socket refused")                            \
+	X(acks_sent, "ACKs sent")                                                      \
+	X(acks_rcvd, "ACKs received")                                                  \
+	X(rem_access_errs, "remote access errors (NAK)")                               \
+	X(rem_inv_req_errs, "remote invalid request errors (NAK)")                     \
+	X(cnp_sent, "CNPs sent (np_cnp_sent)")                                         \
+	X(cnp_handled, "CNPs handled (rp_cnp_handled)")                                \
+	X(ecn_marked, "ECN-marked packets received (np_ecn_marked_roce_packets)")      \
+	X(fault_dropped, "fault injection: packets dropped")                           \
+	X(fault_duplicated, "fault injection: packets duplicated")                     \
+	X(fault_corrupted, "fault injection: packets corrupted")                       \
+	X(fault_reordered, "fault injection: packets reordered")                       \
+	X(fault_delayed, "fault injection: packets delayed")
+
+struct uroce_counters {
+#define X(n, d) uint64_t n;
+	UROCE_COUNTERS(X)
+#undef X
+};
+
+struct uroce_stat_file {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t size;            /* sizeof(struct uroce_stat_file) */
+	int32_t pid;
+	uint32_t nqps;            /* QPs open now */
+	uint64_t start_ns;        /* CLOCK_REALTIME when the context opened */
+	char ibdev[64];
+	char ifname[16];
+	char comm[32];            /* the process name */
+	struct uroce_counters cnt;
+};
+
+#endif
