@@ -12,6 +12,7 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -22,8 +23,11 @@
 #include <unistd.h>
 
 #define TX_BATCH 64
-#define RX_BATCH 32
-#define RX_BUF 8192
+#define RX_BATCH 16
+#define RX_BUF 65536              /* a GRO buffer */
+#define PKT_MAX 9216
+#define GSO_MAX_BYTES 65000
+#define GSO_MAX_SEGS 64
 #define MAX_EVENTS 64
 #define TX_IOV (UROCE_MAX_SGE + 2)
 
@@ -76,6 +80,12 @@ struct uroce_engine {
 	uint8_t tx_trl[TX_BATCH][8];
 	struct sockaddr_in tx_dst[TX_BATCH];
 	struct uroce_qp *cur_tx_qp[TX_BATCH];
+	uint32_t tx_len[TX_BATCH];
+	/* GSO: runs of the batch glued into one datagram each */
+	struct mmsghdr gso_msg[TX_BATCH];
+	struct iovec gso_iov[TX_BATCH * TX_IOV];
+	uint8_t gso_ctl[TX_BATCH][CMSG_SPACE(sizeof(uint16_t))];
+	unsigned gso_cnt[TX_BATCH];
 
 	/* fault injection */
 	struct uroce_fault fault;
@@ -86,6 +96,7 @@ struct uroce_engine {
 	/* rx */
 	struct mmsghdr rx_msg[RX_BATCH];
 	struct iovec rx_iov[RX_BATCH];
+	uint8_t rx_ctl[RX_BATCH][CMSG_SPACE(sizeof(int))];
 	uint8_t *rx_buf;
 };
 
@@ -313,7 +324,7 @@ static uint32_t linearize(const struct msghdr *m, uint8_t *out, uint32_t cap)
 static void flush_faulty(struct uroce_engine *e)
 {
 	struct uroce_fault *f = &e->fault;
-	static __thread uint8_t pkt[RX_BUF];
+	static __thread uint8_t pkt[PKT_MAX];
 
 	for (unsigned i = 0; i < e->ntx; i++) {
 		struct msghdr *m = &e->tx_msg[i].msg_hdr;
@@ -350,6 +361,88 @@ static void flush_faulty(struct uroce_engine *e)
 	e->ntx = 0;
 }
 
+/* Glues runs of same-sized datagrams into GSO datagrams (UDP_SEGMENT):
+ * every segment is already a complete RoCEv2 packet, so the kernel's
+ * fixed-size cut gives exactly the packets we built. Returns the number
+ * of datagrams in e->gso_msg. */
+static unsigned gso_pack(struct uroce_engine *e)
+{
+	unsigned k = 0, iv = 0;
+
+	for (unsigned i = 0; i < e->ntx;) {
+		uint32_t seg = e->tx_len[i], total = 0;
+		unsigned cnt = 0;
+		struct msghdr *m = &e->gso_msg[k].msg_hdr;
+
+		memset(&e->gso_msg[k], 0, sizeof(e->gso_msg[k]));
+		m->msg_name = e->tx_msg[i].msg_hdr.msg_name;
+		m->msg_namelen = e->tx_msg[i].msg_hdr.msg_namelen;
+		m->msg_iov = &e->gso_iov[iv];
+		while (i < e->ntx && cnt < GSO_MAX_SEGS && total + e->tx_len[i] <= GSO_MAX_BYTES &&
+		       e->tx_len[i] <= seg) {
+			struct msghdr *p = &e->tx_msg[i].msg_hdr;
+
+			memcpy(&e->gso_iov[iv], p->msg_iov, sizeof(struct iovec) * p->msg_iovlen);
+			iv += (unsigned)p->msg_iovlen;
+			total += e->tx_len[i];
+			cnt++;
+			if (e->tx_len[i++] < seg)
+				break; /* a shorter one ends the run */
+		}
+		m->msg_iovlen = (size_t)(&e->gso_iov[iv] - m->msg_iov);
+		if (cnt > 1) {
+			struct cmsghdr *c = (struct cmsghdr *)e->gso_ctl[k];
+			uint16_t gs = (uint16_t)seg;
+
+			m->msg_control = c;
+			m->msg_controllen = sizeof(e->gso_ctl[k]);
+			c->cmsg_level = SOL_UDP;
+			c->cmsg_type = UDP_SEGMENT;
+			c->cmsg_len = CMSG_LEN(sizeof(gs));
+			memcpy(CMSG_DATA(c), &gs, sizeof(gs));
+		}
+		e->gso_cnt[k++] = cnt;
+	}
+	return k;
+}
+
+static void flush_gso(struct uroce_engine *e)
+{
+	unsigned n = gso_pack(e), done = 0;
+	int tries = 0;
+
+	while (done < n) {
+		int r = sendmmsg(e->tx_fd, e->gso_msg + done, n - done, 0);
+
+		if (r > 0) {
+			for (unsigned i = done; i < done + (unsigned)r; i++) {
+				e->ctx->cnt->tx_pkts += e->gso_cnt[i];
+				e->ctx->cnt->tx_bytes += e->gso_msg[i].msg_len;
+			}
+			done += (unsigned)r;
+			continue;
+		}
+		if ((errno == EAGAIN || errno == ENOBUFS) && tries++ < 100) {
+			struct pollfd pfd = { .fd = e->tx_fd, .events = POLLOUT };
+
+			poll(&pfd, 1, 1);
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EINVAL || errno == EIO || errno == EOPNOTSUPP) {
+			/* no GSO here: fall back to plain datagrams for good */
+			uroce_info("UDP GSO unavailable (%s); sending datagram by datagram",
+				   strerror(errno));
+			uroce_net_gso = 0;
+			return;
+		}
+		e->ctx->cnt->drop_tx_full += e->gso_cnt[done];
+		done++;
+	}
+	e->ntx = 0;
+}
+
 void uroce_eng_flush(struct uroce_engine *e)
 {
 	unsigned done = 0;
@@ -358,6 +451,11 @@ void uroce_eng_flush(struct uroce_engine *e)
 	if (unlikely(e->fault.enabled && (e->fault.dir & FAULT_TX))) {
 		flush_faulty(e);
 		return;
+	}
+	if (uroce_net_gso && e->ntx > 1) {
+		flush_gso(e);
+		if (!e->ntx)
+			return;
 	}
 
 	while (done < e->ntx) {
@@ -460,6 +558,7 @@ void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_tx
 	e->tx_msg[i].msg_hdr.msg_iov = iov;
 	e->tx_msg[i].msg_hdr.msg_iovlen = (size_t)n;
 	e->cur_tx_qp[i] = qp;
+	e->tx_len[i] = (uint32_t)(hl + p->paylen + pad + ICRC_LEN);
 	if (unlikely(uroce_pcap_on))
 		capture(qp, 1, iov, n);
 	uroce_trace("pkt_tx", "qpn=0x%x dqpn=0x%x op=%s psn=0x%x payload=%u bytes=%zu", qp->qpn,
@@ -562,19 +661,40 @@ static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
 			memset(&e->rx_msg[i].msg_hdr, 0, sizeof(e->rx_msg[i].msg_hdr));
 			e->rx_msg[i].msg_hdr.msg_iov = &e->rx_iov[i];
 			e->rx_msg[i].msg_hdr.msg_iovlen = 1;
+			e->rx_msg[i].msg_hdr.msg_control = e->rx_ctl[i];
+			e->rx_msg[i].msg_hdr.msg_controllen = sizeof(e->rx_ctl[i]);
 		}
 		n = recvmmsg(qp->rx_fd, e->rx_msg, RX_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			break;
 		for (int i = 0; i < n && qp->rx_fd >= 0; i++) {
-			if (e->rx_msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
+			struct msghdr *m = &e->rx_msg[i].msg_hdr;
+			uint8_t *buf = e->rx_buf + (size_t)i * RX_BUF;
+			uint32_t len = e->rx_msg[i].msg_len, seg = len;
+
+			if (m->msg_flags & MSG_TRUNC) {
 				e->ctx->cnt->drop_malformed++;
 				continue;
 			}
-			if (unlikely(e->fault.enabled && (e->fault.dir & FAULT_RX)))
-				rx_faulty(e, qp, e->rx_buf + (size_t)i * RX_BUF, e->rx_msg[i].msg_len);
-			else
-				rx_packet(e, qp, e->rx_buf + (size_t)i * RX_BUF, e->rx_msg[i].msg_len);
+			for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+				if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+					int gs;
+
+					memcpy(&gs, CMSG_DATA(c), sizeof(gs));
+					if (gs > 0)
+						seg = (uint32_t)gs;
+				}
+			}
+			/* A GRO buffer holds datagrams of seg bytes, the last
+			 * one possibly shorter. */
+			for (uint32_t off = 0; off < len && qp->rx_fd >= 0; off += seg) {
+				uint32_t l = MIN(seg, len - off);
+
+				if (unlikely(e->fault.enabled && (e->fault.dir & FAULT_RX)))
+					rx_faulty(e, qp, buf + off, l);
+				else
+					rx_packet(e, qp, buf + off, l);
+			}
 		}
 		uroce_resp_flush_ack(e, qp, e->now);
 		if (n < RX_BATCH)
@@ -757,6 +877,10 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 	e->ctx = ctx;
 	e->cmd_tail = &e->cmd_head;
 	e->spin_ns = (s ? strtoull(s, NULL, 0) : 0) * 1000ull;
+	if ((s = getenv("UROCE_GSO")) && !strcmp(s, "0"))
+		uroce_net_gso = 0;
+	if ((s = getenv("UROCE_GRO")) && !strcmp(s, "0"))
+		uroce_net_gro = 0;
 	if (uroce_fault_init(&e->fault)) {
 		free(e);
 		return EINVAL;

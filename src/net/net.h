@@ -44,6 +44,8 @@ int uroce_net_active_mtu(int if_mtu);
 int uroce_net_tx_socket(uint32_t ip4, uint16_t sport);
 int uroce_net_rx_socket(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport);
 void uroce_net_set_bufs(int fd, int bytes);
+/* UDP GSO on send and GRO on receive (UROCE_GSO=0 / UROCE_GRO=0 turn them off). */
+extern int uroce_net_gso, uroce_net_gro;
 /* The peer's MAC from the neighbour table; 1 if known. */
 int uroce_net_peer_mac(int ifindex, uint32_t ip4, uint8_t mac[6]);
 
