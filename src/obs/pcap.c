@@ -88,12 +88,17 @@ int uroce_pcap_init(void)
 	return uroce_pcap_on;
 }
 
-static uint16_t ip_csum(const uint8_t *h)
+static uint32_t sum16(const uint8_t *p, size_t n, uint32_t s)
 {
-	uint32_t s = 0;
+	for (size_t i = 0; i + 1 < n; i += 2)
+		s += (uint32_t)(p[i] << 8 | p[i + 1]);
+	if (n & 1)
+		s += (uint32_t)p[n - 1] << 8;
+	return s;
+}
 
-	for (int i = 0; i < 20; i += 2)
-		s += (uint32_t)(h[i] << 8 | h[i + 1]);
+static uint16_t fold(uint32_t s)
+{
 	while (s >> 16)
 		s = (s & 0xffff) + (s >> 16);
 	return (uint16_t)~s;
@@ -133,10 +138,10 @@ void uroce_pcap_write(const struct uroce_cap_hdr *h, const struct iovec *iov, in
 	frame[24] = frame[25] = 0;
 	memcpy(frame + 26, &h->saddr, 4);
 	memcpy(frame + 30, &h->daddr, 4);
-	c = ip_csum(frame + 14);
+	c = fold(sum16(frame + 14, 20, 0));
 	frame[24] = (uint8_t)(c >> 8);
 	frame[25] = (uint8_t)c;
-	/* UDP, checksum 0 as RoCEv2 senders write it (SO_NO_CHECK) */
+	/* UDP; the checksum is what the kernel (or NIC offload) fills in */
 	frame[34] = (uint8_t)(h->sport >> 8);
 	frame[35] = (uint8_t)h->sport;
 	frame[36] = (uint8_t)(h->dport >> 8);
@@ -144,6 +149,23 @@ void uroce_pcap_write(const struct uroce_cap_hdr *h, const struct iovec *iov, in
 	frame[38] = (uint8_t)((8 + pay) >> 8);
 	frame[39] = (uint8_t)(8 + pay);
 	frame[40] = frame[41] = 0;
+	if (n == 42 + pay) {
+		uint8_t ph4[12];
+		uint32_t s;
+
+		memcpy(ph4, &h->saddr, 4);
+		memcpy(ph4 + 4, &h->daddr, 4);
+		ph4[8] = 0;
+		ph4[9] = 17;
+		ph4[10] = frame[38];
+		ph4[11] = frame[39];
+		s = sum16(frame + 34, 8 + pay, sum16(ph4, 12, 0));
+		c = fold(s);
+		if (!c)
+			c = 0xffff; /* RFC 768: a computed 0 is sent as all ones */
+		frame[40] = (uint8_t)(c >> 8);
+		frame[41] = (uint8_t)c;
+	}
 	gettimeofday(&tv, NULL);
 	ph.ts = tv;
 	ph.caplen = (bpf_u_int32)n;
