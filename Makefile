@@ -40,6 +40,9 @@ MAP       := src/verbs/libibverbs.map
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TOOL_OBJS := $(patsubst tools/%.c,$(O)/tools/%.o,$(TOOL_SRCS))
 CLI       := $(BUILD)/bin/uroce
+TOPO_SRCS := $(sort $(wildcard tools/topo/*.c)) tools/json.c
+TOPO_OBJS := $(patsubst tools/%.c,$(O)/tools/%.o,$(TOPO_SRCS))
+TOPO      := $(BUILD)/libexec/uroce-topo
 
 UNIT_SRCS  := $(sort $(wildcard tests/unit/*.c))
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
@@ -48,7 +51,7 @@ VERBS_BINS := $(patsubst tests/verbs/%.c,$(BUILD)/tests/verbs/%,$(VERBS_SRCS))
 TLIB_SRCS  := $(sort $(wildcard tests/lib/*.c))
 
 .PHONY: all deps test-deps demo test test-unit test-verbs test-clients bench clean lint check-abi
-all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(UNIT_BINS) $(VERBS_BINS)
+all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(TOPO) $(UNIT_BINS) $(VERBS_BINS)
 
 deps:
 	@scripts/deps.sh build
@@ -74,12 +77,18 @@ $(ARCHIVE): $(LIB_OBJS)
 
 $(O)/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -Itools -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_BASE) -Itools -Itools/topo -MMD -MP -c $< -o $@
 
 $(CLI): $(TOOL_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_SAN) -o $@ $(TOOL_OBJS) -L$(BUILD)/lib -l:libibverbs.so.1 \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,--enable-new-dtags -lm -ldl -pthread
+
+# uroce topo: a separate program so that only it needs libhwloc.
+$(TOPO): $(TOPO_OBJS) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_SAN) -o $@ $(TOPO_OBJS) -L$(BUILD)/lib -l:libibverbs.so.1 \
+	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,--enable-new-dtags -lhwloc -lm -ldl -pthread
 
 # Unit tests link the engine's objects directly (internal API).
 $(BUILD)/tests/unit/%: tests/unit/%.c $(ARCHIVE) $(TLIB_SRCS)

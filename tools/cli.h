@@ -16,15 +16,26 @@
 int cmd_run(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_topo(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 
 void usage_run(FILE *f);
 void usage_status(FILE *f);
 void usage_demo(FILE *f);
+void usage_topo(FILE *f);
+void usage_doctor(FILE *f);
+void usage_stat(FILE *f);
+void usage_trace(FILE *f);
 
 /* The directory holding our libibverbs.so.1: <dir of the CLI>/../lib,
  * resolved through realpath(/proc/self/exe). Returns 0 and fills buf, or
  * -1 with a message printed. When must_exist is set, also checks that
  * libibverbs.so.1 is there. */
 int cli_lib_dir(char *buf, size_t len, int must_exist);
+
+/* Writes s as a JSON string literal (json.c). */
+void cli_json_str(FILE *f, const char *s);
 
 #endif

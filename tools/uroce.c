@@ -5,6 +5,10 @@
  *   uroce run [--netdev IF[,IF...]] [--] CMD [ARGS...]
  *   uroce status [--json]
  *   uroce demo [--iters N] [--size BYTES]
+ *   uroce topo [--input FILE.xml] [--json] [--svg FILE]
+ *   uroce doctor [--root DIR] [--netdev IF[,IF...]] [--peer-mtu N] [--json]
+ *   uroce stat [--json] [-a] [-i SECONDS [-n COUNT]] [PID|DEVICE]
+ *   uroce trace [-w FILE] [--explain [--json]] [OPTIONS] [-- CMD [ARGS...]]
  */
 #include "cli.h"
 
@@ -32,6 +36,17 @@ static void usage(FILE *f)
 		"  demo [--iters N] [--size BYTES]\n"
 		"                 two processes on loopback: WRITE, READ, SEND, IMM and\n"
 		"                 atomic checks, then bandwidth and latency tables\n"
+		"  topo [--input FILE.xml] [--json] [--svg FILE]\n"
+		"                 GPUs, NICs and the PCIe/NVLink paths between them\n"
+		"                 (like nvidia-smi topo -m), GPUDirect RDMA verdicts\n"
+		"  doctor [--root DIR] [--netdev IF[,IF...]] [--peer-mtu N] [--json]\n"
+		"                 check MTU, GIDs, ECN, peer memory, IOMMU, ACS, PCIe\n"
+		"                 links, NUMA, governor, socket buffers, drops\n"
+		"  stat [--json] [-a] [-i SECONDS [-n COUNT]] [PID|DEVICE]\n"
+		"                 live counters of running uroce processes\n"
+		"  trace [-w FILE] [--explain [--json]] [--] [CMD [ARGS...]]\n"
+		"                 capture CMD's RoCEv2 packets to a pcap file, or explain\n"
+		"                 one work request step by step (no CMD: a built-in WRITE)\n"
 		"  version        print the version\n"
 		"  help [COMMAND] print this help, or the help of COMMAND\n"
 		"\n"
@@ -101,6 +116,14 @@ static int help_for(const char *cmd)
 		usage_status(stdout);
 	else if (!strcmp(cmd, "demo"))
 		usage_demo(stdout);
+	else if (!strcmp(cmd, "stat"))
+		usage_stat(stdout);
+	else if (!strcmp(cmd, "trace"))
+		usage_trace(stdout);
+	else if (!strcmp(cmd, "topo"))
+		usage_topo(stdout);
+	else if (!strcmp(cmd, "doctor"))
+		usage_doctor(stdout);
 	else if (!strcmp(cmd, "version"))
 		printf("usage: uroce version\n\nPrint the version of uroce and where its library is.\n");
 	else if (!strcmp(cmd, "help"))
@@ -135,6 +158,14 @@ int main(int argc, char **argv)
 		return cmd_status(argc - 1, argv + 1);
 	if (!strcmp(cmd, "demo"))
 		return cmd_demo(argc - 1, argv + 1);
+	if (!strcmp(cmd, "topo"))
+		return cmd_topo(argc - 1, argv + 1);
+	if (!strcmp(cmd, "doctor"))
+		return cmd_doctor(argc - 1, argv + 1);
+	if (!strcmp(cmd, "stat"))
+		return cmd_stat(argc - 1, argv + 1);
+	if (!strcmp(cmd, "trace"))
+		return cmd_trace(argc - 1, argv + 1);
 
 	fprintf(stderr, "uroce: unknown command '%s'\n\n", cmd);
 	usage(stderr);

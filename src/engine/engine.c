@@ -209,6 +209,13 @@ void uroce_eng_detach(struct uroce_engine *e, struct uroce_qp *qp)
 	qp->all_next = qp->all_prev = NULL;
 }
 
+void uroce_eng_forget_mr(struct uroce_engine *e, const struct uroce_mr *mr)
+{
+	for (struct uroce_qp *qp = e->all; qp; qp = qp->all_next)
+		if (qp->stage.mr == mr)
+			qp->stage.mr = NULL;
+}
+
 int uroce_eng_watch(struct uroce_engine *e, struct uroce_qp *qp)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = qp };

@@ -111,6 +111,7 @@ struct uroce_swqe {
 	uint32_t req_hi;             /* READ: PSN after the last response requested */
 	uint32_t status;             /* enum ibv_wc_status once decided */
 	uint64_t atomic_orig;
+	uint64_t stage_key;          /* staging identity (unique per WQE) */
 	struct ibv_sge *sge;         /* num_sge entries (qp->sq_sge) */
 	uint8_t *inl;                /* inline bytes (qp->sq_inline) */
 };
@@ -122,6 +123,7 @@ struct uroce_rd_res {
 	uint64_t va;
 	uint32_t len;                /* bytes */
 	uint32_t sent;               /* bytes sent so far */
+	uint64_t stage_key;
 	uint32_t end;                /* stop after this many bytes (a retried
 				      * READ superseded the rest) */
 };
@@ -158,6 +160,19 @@ struct uroce_qp {
 	pthread_spinlock_t sq_lock;
 
 	void *wrx;                   /* ibv_wr_* pending list (verbs.c) */
+
+	/* Staging for sends out of CUDA memory (engine thread): a window of
+	 * device memory copied to pinned host memory, packets point into it. */
+	struct {
+		uint8_t *buf;
+		size_t cap;
+		int pinned;
+		const struct uroce_mr *mr;  /* whose bytes are staged, NULL: none */
+		uint64_t key;               /* the WQE or READ they belong to */
+		uint64_t next_key;
+		uint64_t va;                /* first staged address (MR's iova space) */
+		size_t len;
+	} stage;
 
 	/* Doorbell (lock-free stack of QPs with new work). */
 	struct uroce_qp *db_next;
@@ -295,6 +310,15 @@ struct uroce_txpkt {
 void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_txpkt *p);
 void uroce_eng_flush(struct uroce_engine *e);
 uint64_t uroce_eng_now(struct uroce_engine *e);
+
+/* Host pointer to len bytes at va of a CUDA MR, staged (qp.c). */
+uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t key, uint64_t va,
+		     size_t len, size_t want);
+/* Forgets staged bytes of an MR being deregistered (engine thread). */
+void uroce_eng_forget_mr(struct uroce_engine *e, const struct uroce_mr *mr);
+/* Copies a packet's pieces into the stage as one run (qp.c). */
+uint8_t *uroce_stage_linear(struct uroce_qp *qp, const struct uroce_mr *cudamr, size_t len);
+void uroce_stage_free(struct uroce_qp *qp);
 
 /* qp.c: state changes, completions and flushes (engine thread). */
 int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, int solicited);

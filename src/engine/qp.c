@@ -1,6 +1,7 @@
 /* QP plumbing on the engine thread: completions, flushes, the error state,
  * receive queues and the QP's sockets. */
 #include "engine.h"
+#include "cuda.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -248,4 +249,58 @@ void uroce_qp_disconnect(struct uroce_qp *qp)
 		close(qp->rx_fd);
 		qp->rx_fd = -1;
 	}
+}
+
+#define STAGE_CAP (1u << 20)
+
+static int stage_alloc(struct uroce_qp *qp, const struct uroce_mr *mr)
+{
+	if (qp->stage.buf)
+		return 0;
+	qp->stage.buf = uroce_cuda_host_alloc(mr->cuctx, STAGE_CAP, &qp->stage.pinned);
+	qp->stage.cap = qp->stage.buf ? STAGE_CAP : 0;
+	return qp->stage.buf ? 0 : -1;
+}
+
+/* Staging keeps the last window of device memory read: sequential packets
+ * of a message are served from one large copy. Before the window moves,
+ * the tx batch (whose iovecs may point into it) is flushed. */
+uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t key, uint64_t va,
+		     size_t len, size_t want)
+{
+	size_t n;
+
+	/* A hit needs the same WQE (or READ): the application may change its
+	 * buffer between two work requests. */
+	if (qp->stage.mr == mr && qp->stage.key == key && va >= qp->stage.va &&
+	    va + len <= qp->stage.va + qp->stage.len)
+		return qp->stage.buf + (va - qp->stage.va);
+	if (stage_alloc(qp, mr) || len > qp->stage.cap)
+		return NULL;
+	uroce_eng_flush(qp->ctx->eng);
+	n = MIN(MAX(len, want), qp->stage.cap);
+	qp->stage.mr = NULL;
+	if (uroce_mr_read(mr, va, qp->stage.buf, n))
+		return NULL;
+	qp->stage.mr = mr;
+	qp->stage.key = key;
+	qp->stage.va = va;
+	qp->stage.len = n;
+	return qp->stage.buf;
+}
+
+uint8_t *uroce_stage_linear(struct uroce_qp *qp, const struct uroce_mr *cudamr, size_t len)
+{
+	if (stage_alloc(qp, cudamr) || len > qp->stage.cap)
+		return NULL;
+	uroce_eng_flush(qp->ctx->eng);
+	qp->stage.mr = NULL;
+	return qp->stage.buf;
+}
+
+void uroce_stage_free(struct uroce_qp *qp)
+{
+	if (qp->stage.buf)
+		uroce_cuda_host_free(qp->stage.buf, qp->stage.pinned);
+	memset(&qp->stage, 0, sizeof(qp->stage));
 }

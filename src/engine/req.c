@@ -61,12 +61,17 @@ uint64_t uroce_req_next_deadline(const struct uroce_qp *qp)
 	return d;
 }
 
-/* Gathers [off, off+len) of a WQE's local data into iovecs. Returns 0 or a
- * completion status (IBV_WC_LOC_PROT_ERR). */
+/* Gathers [off, off+len) of a WQE's local data into iovecs: host memory in
+ * place (zero copy), CUDA memory through the QP's staging window. Returns 0
+ * or a completion status (IBV_WC_LOC_PROT_ERR). */
 static int gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t len,
 		  struct iovec *iov, int *niov)
 {
-	int n = 0;
+	const struct uroce_mr *pmr[UROCE_MAX_SGE];
+	uint64_t pva[UROCE_MAX_SGE];
+	uint32_t prest[UROCE_MAX_SGE];
+	int n = 0, ncuda = 0;
+	uint32_t total = len;
 
 	if (w->flags & SWQE_INLINE) {
 		iov[0].iov_base = w->inl + off;
@@ -78,7 +83,6 @@ static int gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint3
 		struct ibv_sge *s = &w->sge[i];
 		struct uroce_mr *mr;
 		uint32_t take;
-		uint8_t *host;
 
 		if (off >= s->length) {
 			off -= s->length;
@@ -86,20 +90,56 @@ static int gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint3
 		}
 		take = MIN(len, s->length - off);
 		mr = uroce_mr_lookup(&qp->ctx->mrs, s->lkey);
-		if (!mr || mr->pd != qp->pd)
+		if (!mr || mr->pd != qp->pd || !uroce_mr_ok(mr, s->addr + off, take, 0))
 			return IBV_WC_LOC_PROT_ERR;
-		host = uroce_mr_addr(mr, s->addr + off, take, 0);
-		if (!host)
-			return IBV_WC_LOC_PROT_ERR;
-		uroce_trace("mem_read", "qpn=0x%x addr=%p len=%u lkey=0x%x kind=host zero_copy=1",
-			    qp->qpn, (void *)host, take, s->lkey);
-		iov[n].iov_base = host;
+		pmr[n] = mr;
+		pva[n] = s->addr + off;
+		prest[n] = s->length - off;
+		if (mr->kind == UROCE_MEM_HOST) {
+			iov[n].iov_base = mr->host + (s->addr + off - mr->iova);
+			uroce_trace("mem_read", "qpn=0x%x addr=%p len=%u lkey=0x%x kind=host zero_copy=1",
+				    qp->qpn, iov[n].iov_base, take, s->lkey);
+		} else {
+			ncuda++;
+			iov[n].iov_base = NULL;
+		}
 		iov[n++].iov_len = take;
 		len -= take;
 		off = 0;
 	}
+	if (len)
+		return IBV_WC_LOC_LEN_ERR;
+	if (ncuda && n == 1) {
+		/* the common case: one piece of device memory */
+		uint8_t *p = uroce_stage(qp, pmr[0], w->stage_key, pva[0], total, prest[0]);
+
+		if (!p)
+			return IBV_WC_LOC_PROT_ERR;
+		iov[0].iov_base = p;
+		uroce_trace("mem_read", "qpn=0x%x dev=0x%llx len=%u kind=cuda staged=1", qp->qpn,
+			    (unsigned long long)(pmr[0]->dev + (pva[0] - pmr[0]->iova)), total);
+	} else if (ncuda) {
+		/* pieces of several regions, some on the GPU: one run */
+		uint8_t *p;
+		size_t at = 0;
+		int k0 = 0;
+
+		while (pmr[k0]->kind != UROCE_MEM_CUDA)
+			k0++;
+		p = uroce_stage_linear(qp, pmr[k0], total);
+		if (!p)
+			return IBV_WC_LOC_PROT_ERR;
+		for (int k = 0; k < n; k++) {
+			if (uroce_mr_read(pmr[k], pva[k], p + at, iov[k].iov_len))
+				return IBV_WC_LOC_PROT_ERR;
+			at += iov[k].iov_len;
+		}
+		iov[0].iov_base = p;
+		iov[0].iov_len = total;
+		n = 1;
+	}
 	*niov = n;
-	return len ? IBV_WC_LOC_LEN_ERR : 0;
+	return 0;
 }
 
 /* Scatters data into a WQE's SGEs at 'off' (READ responses, atomic results). */
@@ -110,7 +150,6 @@ static int scatter(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, cons
 		struct ibv_sge *s = &w->sge[i];
 		struct uroce_mr *mr;
 		uint32_t take;
-		uint8_t *host;
 
 		if (off >= s->length) {
 			off -= s->length;
@@ -118,14 +157,14 @@ static int scatter(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, cons
 		}
 		take = MIN(len, s->length - off);
 		mr = uroce_mr_lookup(&qp->ctx->mrs, s->lkey);
-		if (!mr || mr->pd != qp->pd)
+		if (!mr || mr->pd != qp->pd ||
+		    !uroce_mr_ok(mr, s->addr + off, take, IBV_ACCESS_LOCAL_WRITE))
 			return IBV_WC_LOC_PROT_ERR;
-		host = uroce_mr_addr(mr, s->addr + off, take, IBV_ACCESS_LOCAL_WRITE);
-		if (!host)
+		if (uroce_mr_write(mr, s->addr + off, src, take))
 			return IBV_WC_LOC_PROT_ERR;
-		memcpy(host, src, take);
-		uroce_trace("place", "qpn=0x%x addr=%p len=%u lkey=0x%x kind=host", qp->qpn,
-			    (void *)host, take, s->lkey);
+		uroce_trace("place", "qpn=0x%x va=0x%llx len=%u lkey=0x%x kind=%s", qp->qpn,
+			    (unsigned long long)(s->addr + off), take, s->lkey,
+			    mr->kind == UROCE_MEM_CUDA ? "cuda" : "host");
 		src += take;
 		len -= take;
 		off = 0;
@@ -752,6 +791,7 @@ void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t no
 					   : (w->length + qp->pmtu - 1) / qp->pmtu;
 			w->resp_next = w->first_psn;
 			w->req_hi = w->first_psn;
+			w->stage_key = ++qp->stage.next_key;
 			w->flags |= SWQE_ASSIGNED;
 			uroce_trace("wqe_take", "qpn=0x%x wr_id=%llu first_psn=0x%x packets=%u len=%u",
 				    qp->qpn, (unsigned long long)w->wr_id, w->first_psn, w->npkts,

@@ -79,21 +79,25 @@ static void nak_fatal(struct uroce_engine *e, struct uroce_qp *qp, uint8_t code,
 }
 
 /* Remote access check: key, PD, bounds, rights of the MR and of the QP
- * (C9-88/C9-89; zero-length accesses need no valid key, o9-?). */
-static uint8_t *remote_addr(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len,
-			    int need)
+ * (C9-88/C9-89). Zero-length accesses need no valid key: they pass with
+ * *mrp NULL. Returns 1 if allowed. */
+static int remote_ok(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len, int need,
+		     struct uroce_mr **mrp)
 {
-	static uint8_t none;
 	struct uroce_mr *mr;
 
+	if (mrp)
+		*mrp = NULL;
 	if (!len)
-		return &none;
+		return 1;
 	if ((qp->attr.qp_access_flags & (unsigned)need) != (unsigned)need)
-		return NULL;
+		return 0;
 	mr = uroce_mr_lookup(&qp->ctx->mrs, rkey);
-	if (!mr || mr->pd != qp->pd)
-		return NULL;
-	return uroce_mr_addr(mr, va, len, need);
+	if (!mr || mr->pd != qp->pd || !uroce_mr_ok(mr, va, len, need))
+		return 0;
+	if (mrp)
+		*mrp = mr;
+	return 1;
 }
 
 static int take_rwqe(struct uroce_qp *qp)
@@ -129,7 +133,6 @@ static enum ibv_wc_status place_send(struct uroce_qp *qp, const uint8_t *src, ui
 		struct ibv_sge *s = &qp->resp.rwqe_sge[i];
 		struct uroce_mr *mr;
 		uint32_t take;
-		uint8_t *host;
 
 		if (off >= s->length) {
 			off -= s->length;
@@ -137,14 +140,14 @@ static enum ibv_wc_status place_send(struct uroce_qp *qp, const uint8_t *src, ui
 		}
 		take = MIN(len, s->length - off);
 		mr = uroce_mr_lookup(&qp->ctx->mrs, s->lkey);
-		if (!mr || mr->pd != qp->pd)
+		if (!mr || mr->pd != qp->pd ||
+		    !uroce_mr_ok(mr, s->addr + off, take, IBV_ACCESS_LOCAL_WRITE))
 			return IBV_WC_LOC_PROT_ERR;
-		host = uroce_mr_addr(mr, s->addr + off, take, IBV_ACCESS_LOCAL_WRITE);
-		if (!host)
+		if (uroce_mr_write(mr, s->addr + off, src, take))
 			return IBV_WC_LOC_PROT_ERR;
-		memcpy(host, src, take);
-		uroce_trace("place", "qpn=0x%x addr=%p len=%u lkey=0x%x kind=host", qp->qpn,
-			    (void *)host, take, s->lkey);
+		uroce_trace("place", "qpn=0x%x va=0x%llx len=%u lkey=0x%x kind=%s", qp->qpn,
+			    (unsigned long long)(s->addr + off), take, s->lkey,
+			    mr->kind == UROCE_MEM_CUDA ? "cuda" : "host");
 		src += take;
 		len -= take;
 		off = 0;
@@ -191,6 +194,7 @@ static void queue_read(struct uroce_qp *qp, const struct wire_pkt *p)
 	r->len = p->dma_len;
 	r->end = p->dma_len;
 	r->sent = 0;
+	r->stage_key = ++qp->stage.next_key;
 	qp->resp.rd_len++;
 }
 
@@ -239,7 +243,7 @@ static void duplicate(struct uroce_engine *e, struct uroce_qp *qp, const struct 
 	if (f & OPF_READ) {
 		/* Re-execute (C9-104); the requester went back and will ask
 		 * again for everything after, so queued responses go. */
-		if (!remote_addr(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ))
+		if (!remote_ok(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ, NULL))
 			return;
 		drop_superseded(qp, p->psn);
 		if (qp->resp.rd_len < ARRAY_SIZE(qp->resp.rd))
@@ -349,10 +353,9 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 			qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
 		}
 	} else if (f & OPF_WRITE) {
-		uint8_t *dst;
 
 		if ((f & OPF_FIRST) &&
-		    !remote_addr(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE)) {
+		    !remote_ok(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE, NULL)) {
 			qp->ctx->cnt->rem_access_errs++;
 			nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 			return;
@@ -380,16 +383,19 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		}
 		if (p->paylen) {
 			/* Look the key up again: the MR may be gone since FIRST. */
-			dst = remote_addr(qp, qp->resp.wr_rkey, qp->resp.wr_va + qp->resp.msg_off,
-					  p->paylen, IBV_ACCESS_REMOTE_WRITE);
-			if (!dst) {
+			uint64_t va = qp->resp.wr_va + qp->resp.msg_off;
+			struct uroce_mr *mr;
+
+			if (!remote_ok(qp, qp->resp.wr_rkey, va, p->paylen, IBV_ACCESS_REMOTE_WRITE,
+				       &mr) ||
+			    uroce_mr_write(mr, va, p->payload, p->paylen)) {
 				qp->ctx->cnt->rem_access_errs++;
 				nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 				return;
 			}
-			memcpy(dst, p->payload, p->paylen);
-			uroce_trace("place", "qpn=0x%x addr=%p len=%u rkey=0x%x kind=host", qp->qpn,
-				    (void *)dst, p->paylen, qp->resp.wr_rkey);
+			uroce_trace("place", "qpn=0x%x va=0x%llx len=%u rkey=0x%x kind=%s", qp->qpn,
+				    (unsigned long long)va, p->paylen, qp->resp.wr_rkey,
+				    mr->kind == UROCE_MEM_CUDA ? "cuda" : "host");
 		}
 		qp->resp.msg_off += p->paylen;
 		if (f & OPF_LAST) {
@@ -405,7 +411,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
 			return;
 		}
-		if (!remote_addr(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ)) {
+		if (!remote_ok(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ, NULL)) {
 			qp->ctx->cnt->rem_access_errs++;
 			nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 			return;
@@ -421,6 +427,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		return;
 	} else if (f & OPF_ATOMIC) {
 		uint64_t *ptr, orig;
+		struct uroce_mr *mr;
 
 		if (qp->resp.msg != RESP_MSG_NONE) {
 			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
@@ -431,18 +438,39 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
 			return;
 		}
-		ptr = (uint64_t *)remote_addr(qp, p->rkey, p->va, 8, IBV_ACCESS_REMOTE_ATOMIC);
-		if (!ptr) {
+		if (!remote_ok(qp, p->rkey, p->va, 8, IBV_ACCESS_REMOTE_ATOMIC, &mr)) {
 			qp->ctx->cnt->rem_access_errs++;
 			nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 			return;
 		}
-		if (p->opcode == OP_CMP_SWAP) {
-			orig = p->compare;
-			__atomic_compare_exchange_n(ptr, &orig, p->swap_add, 0, __ATOMIC_SEQ_CST,
-						    __ATOMIC_SEQ_CST);
+		if (mr->kind == UROCE_MEM_HOST) {
+			ptr = (uint64_t *)(mr->host + (p->va - mr->iova));
+			if (p->opcode == OP_CMP_SWAP) {
+				orig = p->compare;
+				__atomic_compare_exchange_n(ptr, &orig, p->swap_add, 0,
+							    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+			} else {
+				orig = __atomic_fetch_add(ptr, p->swap_add, __ATOMIC_SEQ_CST);
+			}
 		} else {
-			orig = __atomic_fetch_add(ptr, p->swap_add, __ATOMIC_SEQ_CST);
+			/* GPU memory: read, modify, write on the engine thread,
+			 * which serialises every RDMA atomic of this device
+			 * context; not atomic against GPU kernels (docs). */
+			uint64_t v;
+
+			if (uroce_mr_read(mr, p->va, &v, 8)) {
+				nak_fatal(e, qp, NAK_REM_OP_ERR, 0);
+				return;
+			}
+			orig = v;
+			if (p->opcode == OP_CMP_SWAP)
+				v = v == p->compare ? p->swap_add : v;
+			else
+				v += p->swap_add;
+			if (v != orig && uroce_mr_write(mr, p->va, &v, 8)) {
+				nak_fatal(e, qp, NAK_REM_OP_ERR, 0);
+				return;
+			}
 		}
 		qp->resp.atm[qp->resp.atm_next].psn = p->psn;
 		qp->resp.atm[qp->resp.atm_next].orig = orig;
@@ -499,8 +527,16 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 			tp.h.syndrome = AETH_ACK | AETH_ACK_NO_CREDIT;
 			tp.h.msn = qp->resp.msn;
 			if (len) {
-				src = remote_addr(qp, r->rkey, r->va + r->sent, len,
-						  IBV_ACCESS_REMOTE_READ);
+				struct uroce_mr *mr;
+
+				src = NULL;
+				if (remote_ok(qp, r->rkey, r->va + r->sent, len, IBV_ACCESS_REMOTE_READ,
+					      &mr))
+					src = mr->kind == UROCE_MEM_HOST
+						      ? mr->host + (r->va + r->sent - mr->iova)
+						      : uroce_stage(qp, mr, r->stage_key,
+								    r->va + r->sent, len,
+								    r->end - r->sent);
 				if (!src) {
 					/* the MR went away under the READ */
 					send_aeth(e, qp, AETH_NAK | NAK_REM_ACCESS_ERR, tp.h.psn);

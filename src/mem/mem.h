@@ -15,10 +15,12 @@ struct uroce_mr {
 	uint64_t length;         /* bytes */
 	uint8_t *host;           /* host address of iova */
 	int access;              /* IBV_ACCESS_* */
-	int kind;                /* UROCE_MEM_HOST, later CUDA */
+	int kind;                /* UROCE_MEM_HOST or UROCE_MEM_CUDA */
+	void *cuctx;             /* CUDA: the owning context */
+	uint64_t dev;            /* CUDA: device address of iova */
 };
 
-enum { UROCE_MEM_HOST = 0 };
+enum { UROCE_MEM_HOST = 0, UROCE_MEM_CUDA = 1 };
 
 /* A table of MRs keyed by their (random, unguessable) 32-bit key; lkey ==
  * rkey. Lookups happen on the engine thread; updates take the lock, and
@@ -41,15 +43,27 @@ struct uroce_mr *uroce_mr_lookup(struct uroce_mr_table *t, uint32_t key);
 
 /* Checks that [va, va+len) lies inside the MR and that it grants 'need'
  * (IBV_ACCESS_* bits; 0 for local read). Returns the host address or NULL. */
+static inline int uroce_mr_ok(const struct uroce_mr *mr, uint64_t va, uint64_t len, int need)
+{
+	if ((mr->access & need) != need)
+		return 0;
+	if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len)
+		return 0;
+	return 1;
+}
+
+/* Host memory only (CUDA MRs return NULL: use uroce_mr_read/write). */
 static inline uint8_t *uroce_mr_addr(const struct uroce_mr *mr, uint64_t va, uint64_t len,
 				     int need)
 {
-	if ((mr->access & need) != need)
-		return NULL;
-	if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len)
+	if (mr->kind != UROCE_MEM_HOST || !uroce_mr_ok(mr, va, len, need))
 		return NULL;
 	return mr->host + (va - mr->iova);
 }
+
+/* Copies out of / into an MR of any kind at va (already checked). 0 or -1. */
+int uroce_mr_read(const struct uroce_mr *mr, uint64_t va, void *dst, size_t len);
+int uroce_mr_write(const struct uroce_mr *mr, uint64_t va, const void *src, size_t len);
 
 uint32_t uroce_random32(void);
 

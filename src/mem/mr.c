@@ -1,5 +1,6 @@
 /* MR key table: open addressing on random 32-bit keys. */
 #include "mem.h"
+#include "cuda.h"
 #include "util.h"
 
 #include <errno.h>
@@ -137,4 +138,20 @@ struct uroce_mr *uroce_mr_lookup(struct uroce_mr_table *t, uint32_t key)
 	}
 	pthread_mutex_unlock(&t->lock);
 	return mr;
+}
+
+int uroce_mr_read(const struct uroce_mr *mr, uint64_t va, void *dst, size_t len)
+{
+	if (mr->kind == UROCE_MEM_CUDA)
+		return uroce_cuda_dtoh(mr->cuctx, dst, mr->dev + (va - mr->iova), len);
+	memcpy(dst, mr->host + (va - mr->iova), len);
+	return 0;
+}
+
+int uroce_mr_write(const struct uroce_mr *mr, uint64_t va, const void *src, size_t len)
+{
+	if (mr->kind == UROCE_MEM_CUDA)
+		return uroce_cuda_htod(mr->cuctx, mr->dev + (va - mr->iova), src, len);
+	memcpy(mr->host + (va - mr->iova), src, len);
+	return 0;
 }

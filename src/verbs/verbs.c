@@ -3,6 +3,7 @@
  * the man pages) and hand transport work to the engine. */
 #include "verbs_int.h"
 #include "trace.h"
+#include "cuda.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +29,18 @@ static uint32_t pow2_at_least(uint32_t n)
 static void engine_barrier_fn(void *arg)
 {
 	(void)arg;
+}
+
+struct forget_args {
+	struct uroce_ctx *ctx;
+	struct uroce_mr *mr;
+};
+
+static void forget_mr_fn(void *arg)
+{
+	struct forget_args *a = arg;
+
+	uroce_eng_forget_mr(a->ctx->eng, a->mr);
 }
 
 /* ---- PD ---- */
@@ -97,6 +110,23 @@ UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	mr->host = addr;
 	mr->access = (int)access;
 	mr->kind = UROCE_MEM_HOST;
+	/* GPUDirect semantics: CUDA device memory registers like host
+	 * memory; the engine moves it through staging copies. */
+	if (length) {
+		int cuda = uroce_cuda_probe(addr, &mr->cuctx);
+
+		if (cuda < 0) {
+			free(mr);
+			errno = EFAULT;
+			return NULL;
+		}
+		if (cuda) {
+			mr->kind = UROCE_MEM_CUDA;
+			mr->dev = (uintptr_t)addr;
+			mr->host = NULL;
+			uroce_info("MR %p+%zu is CUDA device memory", addr, length);
+		}
+	}
 	mr->ibmr.context = ibpd->context;
 	mr->ibmr.pd = ibpd;
 	mr->ibmr.addr = addr;
@@ -136,10 +166,12 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	struct uroce_mr *mr = to_umr(ibmr);
 	struct uroce_ctx *ctx = to_uctx(ibmr->context);
 
+	struct forget_args fa = { ctx, mr };
+
 	uroce_mr_remove(&ctx->mrs, mr);
 	/* The engine looks keys up per packet; once it has passed a barrier
-	 * no packet can still be using this MR. */
-	uroce_eng_call(ctx, engine_barrier_fn, NULL);
+	 * no packet can still be using this MR (nor its staged bytes). */
+	uroce_eng_call(ctx, forget_mr_fn, &fa);
 	atomic_fetch_sub(&mr->pd->refs, 1);
 	free(mr);
 	return 0;
@@ -158,8 +190,10 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibp
 		return EINVAL;
 	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && length && !addr)
 		return EINVAL;
+	struct forget_args fa = { ctx, mr };
+
 	uroce_mr_remove(&ctx->mrs, mr);
-	uroce_eng_call(ctx, engine_barrier_fn, NULL);
+	uroce_eng_call(ctx, forget_mr_fn, &fa);
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		atomic_fetch_sub(&mr->pd->refs, 1);
 		mr->pd = to_upd(ibpd);
@@ -716,6 +750,7 @@ static void destroy_fn(void *arg)
 	if (qp->tx_fd >= 0)
 		close(qp->tx_fd);
 	qp->tx_fd = -1;
+	uroce_stage_free(qp);
 }
 
 UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)

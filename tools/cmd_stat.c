@@ -1,0 +1,228 @@
+/* uroce stat: live counters of running uroce processes, read from their
+ * stat files in /dev/shm (src/obs/counters.h). */
+#include "cli.h"
+#include "counters.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_SRC 256
+
+static const char *const names[] = {
+#define X(n, d) #n,
+	UROCE_COUNTERS(X)
+#undef X
+};
+
+static const char *const descs[] = {
+#define X(n, d) d,
+	UROCE_COUNTERS(X)
+#undef X
+};
+
+#define NCOUNTERS (sizeof(names) / sizeof(names[0]))
+
+struct src {
+	char path[300];
+	struct uroce_stat_file snap;
+	uint64_t prev[NCOUNTERS];
+	int have_prev;
+};
+
+void usage_stat(FILE *f)
+{
+	fprintf(f,
+		"usage: uroce stat [--json] [-a] [-i SECONDS [-n COUNT]] [PID|DEVICE]\n"
+		"\n"
+		"Live counters (hw_counters-style) of every running process that has a\n"
+		"uroce device open, read from /dev/shm/uroce-<pid>-<n>.stat. With a PID\n"
+		"or a device name (uroce_lo) only those. -a prints zero counters too;\n"
+		"-i refreshes every SECONDS with per-second rates, -n stops after COUNT\n"
+		"refreshes; --json prints one JSON document (one per refresh).\n");
+}
+
+static int load(const char *path, struct uroce_stat_file *out)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct uroce_stat_file *f;
+
+	if (fd < 0)
+		return -1;
+	f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (f == MAP_FAILED)
+		return -1;
+	if (f->magic != UROCE_STAT_MAGIC || f->version != UROCE_STAT_VERSION ||
+	    f->size != sizeof(*f)) {
+		munmap(f, sizeof(*f));
+		return -1;
+	}
+	memcpy(out, f, sizeof(*out));
+	munmap(f, sizeof(*f));
+	return 0;
+}
+
+static int wanted(const struct uroce_stat_file *f, const char *filter)
+{
+	char pid[16];
+
+	if (!filter)
+		return 1;
+	snprintf(pid, sizeof(pid), "%d", f->pid);
+	return !strcmp(filter, pid) || !strcmp(filter, f->ibdev);
+}
+
+/* Finds live stat files; files of processes that died are removed when
+ * we may (the process cannot do it after SIGKILL). */
+static int scan(struct src *srcs, int max, const char *filter)
+{
+	DIR *d = opendir(UROCE_STAT_DIR);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)) && n < max) {
+		struct src *s = &srcs[n];
+
+		if (strncmp(de->d_name, UROCE_STAT_PREFIX, strlen(UROCE_STAT_PREFIX)) ||
+		    !strstr(de->d_name, ".stat"))
+			continue;
+		snprintf(s->path, sizeof(s->path), "%s/%s", UROCE_STAT_DIR, de->d_name);
+		if (load(s->path, &s->snap))
+			continue;
+		if (kill(s->snap.pid, 0) < 0 && errno == ESRCH) {
+			unlink(s->path);
+			continue;
+		}
+		if (!wanted(&s->snap, filter))
+			continue;
+		s->have_prev = 0;
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+
+static void print_json(struct src *srcs, int n, double dt)
+{
+	printf("{\"processes\":[");
+	for (int i = 0; i < n; i++) {
+		const struct uroce_stat_file *f = &srcs[i].snap;
+		const uint64_t *v = (const uint64_t *)&f->cnt;
+
+		printf("%s{\"pid\":%d,\"comm\":", i ? "," : "", f->pid);
+		cli_json_str(stdout, f->comm);
+		printf(",\"device\":");
+		cli_json_str(stdout, f->ibdev);
+		printf(",\"netdev\":");
+		cli_json_str(stdout, f->ifname);
+		printf(",\"port\":1,\"qps\":%u,\"counters\":{", f->nqps);
+		for (size_t k = 0; k < NCOUNTERS; k++)
+			printf("%s\"%s\":%llu", k ? "," : "", names[k], (unsigned long long)v[k]);
+		printf("}");
+		if (dt > 0 && srcs[i].have_prev) {
+			printf(",\"rates_per_s\":{");
+			for (size_t k = 0; k < NCOUNTERS; k++)
+				printf("%s\"%s\":%.1f", k ? "," : "", names[k],
+				       (double)(v[k] - srcs[i].prev[k]) / dt);
+			printf("}");
+		}
+		printf("}");
+	}
+	printf("]}\n");
+}
+
+static void print_text(struct src *srcs, int n, int all, double dt)
+{
+	if (!n) {
+		printf("no running uroce process has a device open\n");
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		const struct uroce_stat_file *f = &srcs[i].snap;
+		const uint64_t *v = (const uint64_t *)&f->cnt;
+
+		printf("%s pid %d (%s) port 1 netdev %s, %u QPs\n", f->ibdev, f->pid, f->comm,
+		       f->ifname, f->nqps);
+		for (size_t k = 0; k < NCOUNTERS; k++) {
+			if (!all && !v[k] && !(srcs[i].have_prev && srcs[i].prev[k]))
+				continue;
+			if (dt > 0 && srcs[i].have_prev)
+				printf("  %-20s %16llu %14.1f/s  %s\n", names[k],
+				       (unsigned long long)v[k], (double)(v[k] - srcs[i].prev[k]) / dt,
+				       descs[k]);
+			else
+				printf("  %-20s %16llu  %s\n", names[k], (unsigned long long)v[k],
+				       descs[k]);
+		}
+	}
+}
+
+int cmd_stat(int argc, char **argv)
+{
+	static struct src srcs[MAX_SRC];
+	const char *filter = NULL;
+	int json = 0, all = 0, count = -1, n;
+	double interval = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if (!strcmp(argv[i], "-a")) {
+			all = 1;
+		} else if (!strcmp(argv[i], "-i") && i + 1 < argc) {
+			interval = atof(argv[++i]);
+			if (interval <= 0) {
+				fprintf(stderr, "uroce stat: -i wants a positive number of seconds\n");
+				return CLI_EXIT_USAGE;
+			}
+		} else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+			count = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage_stat(stdout);
+			return 0;
+		} else if (argv[i][0] != '-' && !filter) {
+			filter = argv[i];
+		} else {
+			usage_stat(stderr);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	n = scan(srcs, MAX_SRC, filter);
+	if (json)
+		print_json(srcs, n, 0);
+	else
+		print_text(srcs, n, all, 0);
+	for (int round = 1; interval > 0 && (count < 0 || round < count); round++) {
+		struct timespec ts = { (time_t)interval,
+				       (long)((interval - (double)(time_t)interval) * 1e9) };
+
+		fflush(stdout);
+		for (int i = 0; i < n; i++) {
+			memcpy(srcs[i].prev, &srcs[i].snap.cnt, sizeof(srcs[i].prev));
+			srcs[i].have_prev = 1;
+		}
+		nanosleep(&ts, NULL);
+		for (int i = 0; i < n; i++)
+			if (load(srcs[i].path, &srcs[i].snap))
+				srcs[i].have_prev = 0; /* gone: its file was removed */
+		if (!json)
+			printf("\n");
+		if (json)
+			print_json(srcs, n, interval);
+		else
+			print_text(srcs, n, all, interval);
+	}
+	return n || filter == NULL ? 0 : 1;
+}
