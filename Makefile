@@ -50,8 +50,8 @@ VERBS_SRCS := $(sort $(wildcard tests/verbs/*.c))
 VERBS_BINS := $(patsubst tests/verbs/%.c,$(BUILD)/tests/verbs/%,$(VERBS_SRCS))
 TLIB_SRCS  := $(sort $(wildcard tests/lib/*.c))
 
-.PHONY: all deps test-deps demo test test-unit test-verbs test-clients bench clean lint check-abi
-all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(TOPO) $(UNIT_BINS) $(VERBS_BINS)
+.PHONY: bench-gpu all deps test-deps demo test test-unit test-verbs test-clients bench clean lint check-abi
+all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(TOPO) $(UNIT_BINS) $(VERBS_BINS) $(BUILD)/bench/gpu_bw
 
 deps:
 	@scripts/deps.sh build
@@ -119,6 +119,15 @@ test-clients: all test-deps
 bench: all
 	@scripts/deps.sh bench
 	@bench/run.sh
+
+# GPU bandwidth benchmark (needs an NVIDIA GPU at run time, not to build).
+bench-gpu: $(BUILD)/bench/gpu_bw
+	UROCE_NETDEV=lo $(BUILD)/bench/gpu_bw
+
+$(BUILD)/bench/gpu_bw: bench/gpu/gpu_bw.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Wno-pedantic $(LDFLAGS_SAN) -o $@ $< -L$(BUILD)/lib -l:libibverbs.so.1 \
+	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,--enable-new-dtags -ldl
 
 check-abi: $(LIB)
 	@tests/clients/check_abi.sh $(LIB)

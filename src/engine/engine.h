@@ -173,6 +173,16 @@ struct uroce_qp {
 		uint64_t va;                /* first staged address (MR's iova space) */
 		size_t len;
 	} stage;
+	/* Staging for placements into CUDA memory: contiguous payloads are
+	 * gathered in pinned memory and copied to the GPU in one go, always
+	 * before anything (ACK, CQE, READ) could reveal them as done. */
+	struct {
+		uint8_t *buf;
+		size_t cap, len;
+		int pinned;
+		const struct uroce_mr *mr;
+		uint64_t va;
+	} rxs;
 
 	/* Doorbell (lock-free stack of QPs with new work). */
 	struct uroce_qp *db_next;
@@ -319,6 +329,11 @@ void uroce_eng_forget_mr(struct uroce_engine *e, const struct uroce_mr *mr);
 /* Copies a packet's pieces into the stage as one run (qp.c). */
 uint8_t *uroce_stage_linear(struct uroce_qp *qp, const struct uroce_mr *cudamr, size_t len);
 void uroce_stage_free(struct uroce_qp *qp);
+/* Writes payload into an MR (host: memcpy; CUDA: staged). 0 or -1. */
+int uroce_place(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t va, const void *src,
+		size_t len);
+/* Pushes staged placements to the GPU. 0 or -1 (then the QP fails). */
+int uroce_place_flush(struct uroce_qp *qp);
 
 /* qp.c: state changes, completions and flushes (engine thread). */
 int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, int solicited);

@@ -3,6 +3,8 @@
 #include "engine.h"
 #include "cuda.h"
 
+#define STAGE_CAP (1u << 20) /* staging window, bytes */
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,7 +253,6 @@ void uroce_qp_disconnect(struct uroce_qp *qp)
 	}
 }
 
-#define STAGE_CAP (1u << 20)
 
 static int stage_alloc(struct uroce_qp *qp, const struct uroce_mr *mr)
 {
@@ -265,11 +266,51 @@ static int stage_alloc(struct uroce_qp *qp, const struct uroce_mr *mr)
 /* Staging keeps the last window of device memory read: sequential packets
  * of a message are served from one large copy. Before the window moves,
  * the tx batch (whose iovecs may point into it) is flushed. */
+int uroce_place_flush(struct uroce_qp *qp)
+{
+	int r = 0;
+
+	if (qp->rxs.len && qp->rxs.mr)
+		r = uroce_mr_write(qp->rxs.mr, qp->rxs.va, qp->rxs.buf, qp->rxs.len);
+	qp->rxs.len = 0;
+	qp->rxs.mr = NULL;
+	return r;
+}
+
+int uroce_place(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t va, const void *src,
+		size_t len)
+{
+	if (mr->kind == UROCE_MEM_HOST)
+		return uroce_mr_write(mr, va, src, len);
+	if (qp->rxs.mr == mr && va == qp->rxs.va + qp->rxs.len &&
+	    qp->rxs.len + len <= qp->rxs.cap) {
+		memcpy(qp->rxs.buf + qp->rxs.len, src, len);
+		qp->rxs.len += len;
+		return 0;
+	}
+	if (uroce_place_flush(qp))
+		return -1;
+	if (!qp->rxs.buf) {
+		qp->rxs.buf = uroce_cuda_host_alloc(mr->cuctx, STAGE_CAP, &qp->rxs.pinned);
+		qp->rxs.cap = qp->rxs.buf ? STAGE_CAP : 0;
+	}
+	if (len > qp->rxs.cap)
+		return uroce_mr_write(mr, va, src, len);
+	memcpy(qp->rxs.buf, src, len);
+	qp->rxs.mr = mr;
+	qp->rxs.va = va;
+	qp->rxs.len = len;
+	return 0;
+}
+
 uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t key, uint64_t va,
 		     size_t len, size_t want)
 {
 	size_t n;
 
+	/* bytes written by the peer must be in the GPU before we read it */
+	if (qp->rxs.len && uroce_place_flush(qp))
+		return NULL;
 	/* A hit needs the same WQE (or READ): the application may change its
 	 * buffer between two work requests. */
 	if (qp->stage.mr == mr && qp->stage.key == key && va >= qp->stage.va &&
@@ -303,4 +344,7 @@ void uroce_stage_free(struct uroce_qp *qp)
 	if (qp->stage.buf)
 		uroce_cuda_host_free(qp->stage.buf, qp->stage.pinned);
 	memset(&qp->stage, 0, sizeof(qp->stage));
+	if (qp->rxs.buf)
+		uroce_cuda_host_free(qp->rxs.buf, qp->rxs.pinned);
+	memset(&qp->rxs, 0, sizeof(qp->rxs));
 }

@@ -160,7 +160,7 @@ static int scatter(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, cons
 		if (!mr || mr->pd != qp->pd ||
 		    !uroce_mr_ok(mr, s->addr + off, take, IBV_ACCESS_LOCAL_WRITE))
 			return IBV_WC_LOC_PROT_ERR;
-		if (uroce_mr_write(mr, s->addr + off, src, take))
+		if (uroce_place(qp, mr, s->addr + off, src, take))
 			return IBV_WC_LOC_PROT_ERR;
 		uroce_trace("place", "qpn=0x%x va=0x%llx len=%u lkey=0x%x kind=%s", qp->qpn,
 			    (unsigned long long)(s->addr + off), take, s->lkey,
@@ -212,6 +212,7 @@ static enum ibv_wc_opcode wc_opcode(uint32_t op)
 }
 
 static void seek_to_una(struct uroce_qp *qp);
+static void fail_oldest(struct uroce_qp *qp, enum ibv_wc_status st);
 
 /* Retires done WQEs in order, writing CQEs for the signaled ones. */
 static void retire(struct uroce_qp *qp)
@@ -220,6 +221,11 @@ static void retire(struct uroce_qp *qp)
 	uint32_t head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
 
 	qp->req.stall_until = 0;
+	/* READ data headed for the GPU is there before its CQE */
+	if (qp->rxs.len && uroce_place_flush(qp)) {
+		fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
+		return;
+	}
 	for (; t != head; t++) {
 		struct uroce_swqe *w = sqe(qp, t);
 

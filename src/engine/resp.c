@@ -31,6 +31,10 @@ static void send_aeth(struct uroce_engine *e, struct uroce_qp *qp, uint8_t syndr
 {
 	struct uroce_txpkt tp;
 
+	/* An ACK says the data is placed: GPU placements go out first. */
+	if (qp->rxs.len && uroce_place_flush(qp) && (syndrome & AETH_TYPE_MASK) == AETH_ACK)
+		syndrome = AETH_NAK | NAK_REM_OP_ERR;
+
 	memset(&tp, 0, sizeof(tp));
 	tp.h.opcode = OP_ACK;
 	tp.h.pkey = DEFAULT_PKEY;
@@ -143,7 +147,7 @@ static enum ibv_wc_status place_send(struct uroce_qp *qp, const uint8_t *src, ui
 		if (!mr || mr->pd != qp->pd ||
 		    !uroce_mr_ok(mr, s->addr + off, take, IBV_ACCESS_LOCAL_WRITE))
 			return IBV_WC_LOC_PROT_ERR;
-		if (uroce_mr_write(mr, s->addr + off, src, take))
+		if (uroce_place(qp, mr, s->addr + off, src, take))
 			return IBV_WC_LOC_PROT_ERR;
 		uroce_trace("place", "qpn=0x%x va=0x%llx len=%u lkey=0x%x kind=%s", qp->qpn,
 			    (unsigned long long)(s->addr + off), take, s->lkey,
@@ -176,6 +180,8 @@ static void complete_recv(struct uroce_qp *qp, const struct wire_pkt *p, enum ib
 		wc.wc_flags |= IBV_WC_WITH_INV;
 		wc.invalidated_rkey = ntohl(p->imm_be);
 	}
+	if (qp->rxs.len && uroce_place_flush(qp))
+		wc.status = IBV_WC_LOC_PROT_ERR;
 	uroce_trace("cqe", "qpn=0x%x wr_id=%llu status=0 opcode=%d byte_len=%u", qp->qpn,
 		    (unsigned long long)wc.wr_id, (int)op, byte_len);
 	if (uroce_cq_push(qp->rcq, &wc, p->se) < 0)
@@ -222,6 +228,8 @@ static void send_atomic_ack(struct uroce_engine *e, struct uroce_qp *qp, uint32_
 			    uint64_t orig)
 {
 	struct uroce_txpkt tp;
+
+	uroce_place_flush(qp);
 
 	memset(&tp, 0, sizeof(tp));
 	tp.h.opcode = OP_ATOMIC_ACK;
@@ -388,7 +396,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 
 			if (!remote_ok(qp, qp->resp.wr_rkey, va, p->paylen, IBV_ACCESS_REMOTE_WRITE,
 				       &mr) ||
-			    uroce_mr_write(mr, va, p->payload, p->paylen)) {
+			    uroce_place(qp, mr, va, p->payload, p->paylen)) {
 				qp->ctx->cnt->rem_access_errs++;
 				nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 				return;
@@ -458,7 +466,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 			 * context; not atomic against GPU kernels (docs). */
 			uint64_t v;
 
-			if (uroce_mr_read(mr, p->va, &v, 8)) {
+			if (uroce_place_flush(qp) || uroce_mr_read(mr, p->va, &v, 8)) {
 				nak_fatal(e, qp, NAK_REM_OP_ERR, 0);
 				return;
 			}

@@ -1,0 +1,221 @@
+/* GPU bandwidth benchmark (issue 6): RDMA WRITE bandwidth GPU->GPU,
+ * host->GPU, GPU->host and host->host between two contexts of one process
+ * over loopback, plus the CUDA copy ceiling (pinned HtoD/DtoH) measured in
+ * the same run. Prints a table and one JSON line. Built by `make
+ * bench-gpu`; needs an NVIDIA GPU (exits 77 with the reason otherwise). */
+#include <dlfcn.h>
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef uint64_t CUdeviceptr;
+static CUresult (*cuInit_)(unsigned);
+static CUresult (*cuDeviceGet_)(int *, int);
+static CUresult (*cuCtxRetain_)(void **, int);
+static CUresult (*cuCtxSet_)(void *);
+static CUresult (*cuMemAlloc_)(CUdeviceptr *, size_t);
+static CUresult (*cuHostAlloc_)(void **, size_t, unsigned);
+static CUresult (*cuHtoD_)(CUdeviceptr, const void *, size_t);
+static CUresult (*cuDtoH_)(void *, CUdeviceptr, size_t);
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct side {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+};
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+static void open_side(struct side *s, struct ibv_device *dev)
+{
+	struct ibv_qp_init_attr ia = { 0 };
+
+	s->ctx = ibv_open_device(dev);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
+	s->cq = s->pd ? ibv_create_cq(s->ctx, 1024, NULL, NULL, 0) : NULL;
+	if (!s->cq)
+		die("device setup");
+	ia.send_cq = ia.recv_cq = s->cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 256;
+	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	s->qp = ibv_create_qp(s->pd, &ia);
+	if (!s->qp)
+		die("ibv_create_qp");
+}
+
+static void connect_qp(struct side *s, struct side *peer)
+{
+	struct ibv_qp_attr a;
+	union ibv_gid gid;
+
+	ibv_query_gid(peer->ctx, 1, 0, &gid);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					    IBV_QP_ACCESS_FLAGS))
+		die("INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_4096;
+	a.dest_qp_num = peer->qp->qp_num;
+	a.rq_psn = 0;
+	a.max_dest_rd_atomic = 16;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = gid;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+					    IBV_QP_MIN_RNR_TIMER))
+		die("RTR");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = 0;
+	a.max_rd_atomic = 16;
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		die("RTS");
+}
+
+/* Streams WRITEs of msg bytes (up to 16 in flight) for ~secs; Gb/s. */
+static double write_bw(struct side *a, void *src, struct ibv_mr *smr, uint64_t dst, uint32_t rkey,
+		       size_t msg, double secs)
+{
+	size_t bytes = 0;
+	int inflight = 0;
+	double t0 = now(), t;
+
+	do {
+		while (inflight < 16) {
+			struct ibv_sge sg = { (uintptr_t)src, (uint32_t)msg, smr->lkey };
+			struct ibv_send_wr wr = { 0 }, *bad;
+
+			wr.sg_list = &sg;
+			wr.num_sge = 1;
+			wr.opcode = IBV_WR_RDMA_WRITE;
+			wr.send_flags = IBV_SEND_SIGNALED;
+			wr.wr.rdma.remote_addr = dst;
+			wr.wr.rdma.rkey = rkey;
+			if (ibv_post_send(a->qp, &wr, &bad))
+				die("post");
+			inflight++;
+		}
+		struct ibv_wc wc[16];
+		int n = ibv_poll_cq(a->cq, 16, wc);
+
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status) {
+				fprintf(stderr, "wc %s\n", ibv_wc_status_str(wc[i].status));
+				exit(1);
+			}
+			bytes += msg;
+		}
+		inflight -= n;
+		t = now();
+	} while (t - t0 < secs);
+	while (inflight) {
+		struct ibv_wc wc;
+
+		inflight -= ibv_poll_cq(a->cq, 1, &wc);
+	}
+	return (double)bytes * 8 / 1e9 / (now() - t0);
+}
+
+int main(int argc, char **argv)
+{
+	size_t msg = argc > 1 ? strtoull(argv[1], NULL, 0) : (4u << 20), big = 256u << 20;
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL), *cctx, *pin1, *pin2;
+	struct ibv_device **l;
+	struct side a, b;
+	CUdeviceptr d1, d2;
+	struct ibv_mr *mh1, *mh2, *md1, *md2;
+	double ceil_htod, ceil_dtoh, t0, r[4];
+	int dev;
+
+	if (!h) {
+		printf("skip: no CUDA driver (%s)\n", dlerror());
+		return 77;
+	}
+	*(void **)&cuInit_ = dlsym(h, "cuInit");
+	*(void **)&cuDeviceGet_ = dlsym(h, "cuDeviceGet");
+	*(void **)&cuCtxRetain_ = dlsym(h, "cuDevicePrimaryCtxRetain");
+	*(void **)&cuCtxSet_ = dlsym(h, "cuCtxSetCurrent");
+	*(void **)&cuMemAlloc_ = dlsym(h, "cuMemAlloc_v2");
+	*(void **)&cuHostAlloc_ = dlsym(h, "cuMemHostAlloc");
+	*(void **)&cuHtoD_ = dlsym(h, "cuMemcpyHtoD_v2");
+	*(void **)&cuDtoH_ = dlsym(h, "cuMemcpyDtoH_v2");
+	if (cuInit_(0) || cuDeviceGet_(&dev, 0) || cuCtxRetain_(&cctx, dev) || cuCtxSet_(cctx)) {
+		printf("skip: no usable GPU\n");
+		return 77;
+	}
+	if (cuMemAlloc_(&d1, big) || cuMemAlloc_(&d2, big) || cuHostAlloc_(&pin1, big, 0) ||
+	    cuHostAlloc_(&pin2, big, 0))
+		die("cuda alloc");
+	memset(pin1, 1, big);
+	memset(pin2, 2, big);
+	t0 = now();
+	for (int i = 0; i < 4; i++)
+		cuHtoD_(d1, pin1, big);
+	ceil_htod = 4.0 * (double)big * 8 / 1e9 / (now() - t0);
+	t0 = now();
+	for (int i = 0; i < 4; i++)
+		cuDtoH_(pin2, d1, big);
+	ceil_dtoh = 4.0 * (double)big * 8 / 1e9 / (now() - t0);
+
+	l = ibv_get_device_list(NULL);
+	if (!l || !l[0])
+		die("no device (set UROCE_NETDEV=lo and run through uroce)");
+	open_side(&a, l[0]);
+	open_side(&b, l[0]);
+	connect_qp(&a, &b);
+	connect_qp(&b, &a);
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	mh1 = ibv_reg_mr(a.pd, pin1, big, acc);
+	md1 = ibv_reg_mr(a.pd, (void *)(uintptr_t)d1, big, acc);
+	mh2 = ibv_reg_mr(b.pd, pin2, big, acc);
+	md2 = ibv_reg_mr(b.pd, (void *)(uintptr_t)d2, big, acc);
+	if (!mh1 || !md1 || !mh2 || !md2)
+		die("reg_mr");
+	r[0] = write_bw(&a, pin1, mh1, (uintptr_t)pin2, mh2->rkey, msg, 3);
+	r[1] = write_bw(&a, (void *)(uintptr_t)d1, md1, d2, md2->rkey, msg, 3);
+	r[2] = write_bw(&a, pin1, mh1, d2, md2->rkey, msg, 3);
+	r[3] = write_bw(&a, (void *)(uintptr_t)d1, md1, (uintptr_t)pin2, mh2->rkey, msg, 3);
+	printf("RDMA WRITE %zu-byte messages over uroce loopback, 16 in flight\n", msg);
+	printf("| path | Gb/s | vs host->host |\n|---|---|---|\n");
+	printf("| host -> host | %.2f | 1.00 |\n", r[0]);
+	printf("| GPU -> GPU | %.2f | %.2f |\n", r[1], r[1] / r[0]);
+	printf("| host -> GPU | %.2f | %.2f |\n", r[2], r[2] / r[0]);
+	printf("| GPU -> host | %.2f | %.2f |\n", r[3], r[3] / r[0]);
+	printf("| CUDA pinned HtoD ceiling | %.1f | |\n| CUDA pinned DtoH ceiling | %.1f | |\n",
+	       ceil_htod, ceil_dtoh);
+	printf("{\"msg\":%zu,\"host_host_gbps\":%.3f,\"gpu_gpu_gbps\":%.3f,\"host_gpu_gbps\":%.3f,"
+	       "\"gpu_host_gbps\":%.3f,\"htod_ceiling_gbps\":%.2f,\"dtoh_ceiling_gbps\":%.2f}\n",
+	       msg, r[0], r[1], r[2], r[3], ceil_htod, ceil_dtoh);
+	return 0;
+}
