@@ -38,4 +38,7 @@ int cli_lib_dir(char *buf, size_t len, int must_exist);
 /* Writes s as a JSON string literal (json.c). */
 void cli_json_str(FILE *f, const char *s);
 
+/* uroce demo --gpu (demo_gpu.c); 77 when there is no GPU. */
+int demo_gpu(size_t size);
+
 #endif

@@ -40,7 +40,7 @@
 void usage_demo(FILE *f)
 {
 	fprintf(f,
-		"usage: uroce demo [--iters N] [--size BYTES]\n"
+		"usage: uroce demo [--iters N] [--size BYTES] | --gpu\n"
 		"\n"
 		"Fork a server and a client process that talk RDMA over the first device\n"
 		"(UROCE_NETDEV defaults to 'lo' for the demo). They exchange QPN, PSN,\n"
@@ -55,6 +55,9 @@ void usage_demo(FILE *f)
 		"                  up to 5000 / 1000, cut to fit a time budget per size)\n"
 		"  --size BYTES    size of the transfer checks and largest bandwidth\n"
 		"                  message (default 1M; suffixes K, M, G; %u .. 1G)\n"
+		"  --gpu           instead: a GPU-to-GPU RDMA WRITE of 16 MiB between two\n"
+		"                  processes, checked in the receiver's GPU memory (needs\n"
+		"                  an NVIDIA GPU; exits 77 without one)\n"
 		"  -h, --help      print this help\n"
 		"\n"
 		"exit status: 0 if every check passed, 1 if a check or a verbs call\n"
@@ -1241,6 +1244,8 @@ int cmd_demo(int argc, char **argv)
 			usage_demo(stdout);
 			return 0;
 		}
+		if (!strcmp(a, "--gpu"))
+			return demo_gpu(size < (16u << 20) ? (16u << 20) : size);
 		if (!strcmp(a, "--iters") || !strcmp(a, "--size")) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "uroce demo: %s needs an argument\n", a);

@@ -351,7 +351,8 @@ static int explain(const struct evs *E, const struct explain_opts *o, struct exp
 		if (num(&E->v[i], "syscall") > 0)
 			add(x, 0, &E->v[i], 0, "doorbell: syscall=1, one eventfd write, because the engine "
 					       "thread was asleep (with UROCE_POLL_US it keeps polling "
-					       "and posts make none)");
+					       "and posts make none); logged when the write returned, "
+					       "so the engine may already be at work");
 		else
 			add(x, 0, &E->v[i], 0, "doorbell: syscall=0, the engine thread was awake: no "
 					       "system call, only memory writes");
