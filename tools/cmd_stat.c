@@ -214,9 +214,20 @@ int cmd_stat(int argc, char **argv)
 			srcs[i].have_prev = 1;
 		}
 		nanosleep(&ts, NULL);
-		for (int i = 0; i < n; i++)
-			if (load(srcs[i].path, &srcs[i].snap))
-				srcs[i].have_prev = 0; /* gone: its file was removed */
+		/* Look again: processes come and go between refreshes. */
+		{
+			static struct src fresh[MAX_SRC];
+			int m = scan(fresh, MAX_SRC, filter);
+
+			for (int k = 0; k < m; k++)
+				for (int i = 0; i < n; i++)
+					if (!strcmp(fresh[k].path, srcs[i].path)) {
+						memcpy(fresh[k].prev, srcs[i].prev, sizeof(fresh[k].prev));
+						fresh[k].have_prev = srcs[i].have_prev;
+					}
+			memcpy(srcs, fresh, sizeof(fresh[0]) * (size_t)m);
+			n = m;
+		}
 		if (!json)
 			printf("\n");
 		if (json)

@@ -507,6 +507,7 @@ static void capture(struct uroce_qp *qp, int tx, const struct iovec *iov, int n)
 		uroce_net_peer_mac(qp->ctx->dev.ifindex, qp->peer_ip4, qp->peer_mac);
 	}
 	if (tx) {
+		h.tos = qp->tos;
 		h.smac = qp->ctx->dev.mac;
 		h.dmac = qp->peer_mac;
 		h.saddr = qp->src_ip4;

@@ -193,6 +193,7 @@ struct uroce_qp {
 	uint32_t peer_ip4, src_ip4;  /* network order */
 	uint16_t sport, peer_sport;
 	uint8_t peer_mac[6];         /* for captures; zero until known */
+	uint8_t tos;                 /* IP TOS of our packets (GRH traffic class) */
 	uint8_t peer_mac_tries;
 	int tx_fd, rx_fd;
 	uint32_t pmtu;               /* bytes: min(path_mtu, active mtu) */
@@ -214,6 +215,11 @@ struct uroce_qp {
 		uint64_t fast_deadline;  /* early retransmission, ns; 0 = off */
 		uint64_t fast_rto_ns;    /* early retransmission interval */
 		uint64_t fast_cur_ns;    /* the same after backoff */
+		uint64_t srtt_ns, rttvar_ns; /* smoothed round trip (RFC 6298) */
+		uint64_t rtt_start;      /* a timed packet is in flight since then */
+		uint32_t rtt_psn;        /* its PSN */
+		uint32_t hi_psn;         /* next PSN never sent before */
+		uint64_t fast_min_ns;    /* UROCE_RTO_US */
 		uint32_t gap_psn;        /* READ response gap already rewound for */
 		uint64_t stall_until;    /* CQ was full: try retiring again then */
 		uint64_t timeout_ns;     /* 4.096 us * 2^timeout; 0 = infinite */

@@ -184,8 +184,37 @@ static void arm_timers(struct uroce_qp *qp, uint64_t now)
 
 /* Progress: una moved, so the retry budget and timers start again
  * (C9-140: the retry counter counts consecutive timeouts). */
+/* Round-trip samples (Karn: only packets not retransmitted) give the
+ * early retransmission timeout, RFC 6298 style: srtt + 4 rttvar, at least
+ * UROCE_RTO_US, at most the QP's own timeout. */
+static void rtt_sample(struct uroce_qp *qp, uint64_t now)
+{
+	uint64_t r, rto;
+
+	if (!qp->req.rtt_start || psn_diff(qp->req.una, qp->req.rtt_psn) <= 0)
+		return;
+	r = now - qp->req.rtt_start;
+	qp->req.rtt_start = 0;
+	if (!qp->req.srtt_ns) {
+		qp->req.srtt_ns = r;
+		qp->req.rttvar_ns = r / 2;
+	} else {
+		uint64_t d = r > qp->req.srtt_ns ? r - qp->req.srtt_ns : qp->req.srtt_ns - r;
+
+		qp->req.rttvar_ns = (3 * qp->req.rttvar_ns + d) / 4;
+		qp->req.srtt_ns = (7 * qp->req.srtt_ns + r) / 8;
+	}
+	rto = qp->req.srtt_ns + 4 * qp->req.rttvar_ns;
+	if (rto < qp->req.fast_min_ns)
+		rto = qp->req.fast_min_ns;
+	if (qp->req.timeout_ns && rto > qp->req.timeout_ns)
+		rto = qp->req.timeout_ns;
+	qp->req.fast_rto_ns = rto;
+}
+
 static void progress_made(struct uroce_qp *qp, uint64_t now)
 {
+	rtt_sample(qp, now);
 	qp->req.retry_left = (int)qp->attr.retry_cnt;
 	qp->req.deadline = 0;
 	qp->req.fast_deadline = 0;
@@ -352,6 +381,7 @@ static void do_rewind(struct uroce_qp *qp)
 	qp->req.rewind = 0;
 	if (psn_diff(qp->req.psn, target) <= 0)
 		return;
+	qp->req.rtt_start = 0; /* Karn: no sample across a retransmission */
 	w = find_psn(qp, target, &idx);
 	if (!w)
 		return;
@@ -454,6 +484,7 @@ static void on_aeth(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 	case AETH_RNR_NAK:
 		/* 9.7.5.2.8: everything before the NAKed PSN is done. */
 		qp->ctx->cnt->rnr_naks_rcvd++;
+		uroce_trace("rnr_rx", "qpn=0x%x psn=0x%x timer=%u", qp->qpn, p->psn, syn & 0x1f);
 		if (psn_diff(p->psn, qp->req.una) > 0 && ack_upto(qp, psn_add(p->psn, PSN_MASK)))
 			progress_made(qp, now);
 		if (p->psn != qp->req.una)
@@ -475,6 +506,7 @@ static void on_aeth(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 	}
 	if ((syn & AETH_TYPE_MASK) != AETH_NAK)
 		return; /* reserved syndrome: ignore */
+	uroce_trace("nak_rx", "qpn=0x%x psn=0x%x code=%u", qp->qpn, p->psn, syn & 0x1f);
 	if (psn_diff(p->psn, qp->req.una) > 0 && ack_upto(qp, psn_add(p->psn, PSN_MASK)))
 		progress_made(qp, now);
 	switch (syn & 0x1f) {
@@ -712,8 +744,14 @@ static void send_wqe_packets(struct uroce_engine *e, struct uroce_qp *qp, struct
 		tp.pay = iov;
 		tp.npay = niov;
 		tp.paylen = len;
+		if (tp.h.ackreq && !qp->req.rtt_start && qp->req.psn == qp->req.hi_psn) {
+			qp->req.rtt_start = uroce_eng_now(e) ? uroce_eng_now(e) : 1;
+			qp->req.rtt_psn = qp->req.psn;
+		}
 		uroce_eng_send(e, qp, &tp);
 		qp->req.psn = psn_add(qp->req.psn, 1);
+		if (psn_diff(qp->req.psn, qp->req.hi_psn) > 0)
+			qp->req.hi_psn = qp->req.psn;
 		qp->req.cur_pkt++;
 		(*budget)--;
 	}
@@ -748,6 +786,8 @@ static int send_rd_atomic(struct uroce_engine *e, struct uroce_qp *qp, struct ur
 		uroce_eng_send(e, qp, &tp);
 		qp->req.psn = psn_add(qp->req.psn, n);
 		qp->req.cur_pkt += n;
+		if (psn_diff(qp->req.psn, qp->req.hi_psn) > 0)
+			qp->req.hi_psn = qp->req.psn;
 		if (psn_diff(qp->req.psn, w->req_hi) > 0)
 			w->req_hi = qp->req.psn;
 	} else {
@@ -758,6 +798,8 @@ static int send_rd_atomic(struct uroce_engine *e, struct uroce_qp *qp, struct ur
 		uroce_eng_send(e, qp, &tp);
 		qp->req.psn = psn_add(qp->req.psn, 1);
 		qp->req.cur_pkt++;
+		if (psn_diff(qp->req.psn, qp->req.hi_psn) > 0)
+			qp->req.hi_psn = qp->req.psn;
 	}
 	qp->req.rd_out++;
 	return 1;

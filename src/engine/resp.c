@@ -344,6 +344,9 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 				send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
 					  qp->resp.epsn);
 				qp->ctx->cnt->rnr_naks_sent++;
+				/* the requester resends from here after the RNR
+				 * timer: later packets are dropped without NAKs */
+				qp->resp.nak_sent = 1;
 				return;
 			}
 			qp->resp.msg = RESP_MSG_SEND;
@@ -375,6 +378,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 			send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
 				  qp->resp.epsn);
 			qp->ctx->cnt->rnr_naks_sent++;
+			qp->resp.nak_sent = 1;
 			return;
 		}
 		if (f & OPF_FIRST) {
@@ -480,6 +484,10 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 				return;
 			}
 		}
+		uroce_trace("atomic", "qpn=0x%x op=%s va=0x%llx orig=0x%llx kind=%s", qp->qpn,
+			    p->opcode == OP_CMP_SWAP ? "CMP_SWAP" : "FETCH_ADD",
+			    (unsigned long long)p->va, (unsigned long long)orig,
+			    mr->kind == UROCE_MEM_CUDA ? "cuda" : "host");
 		qp->resp.atm[qp->resp.atm_next].psn = p->psn;
 		qp->resp.atm[qp->resp.atm_next].orig = orig;
 		qp->resp.atm[qp->resp.atm_next].valid = 1;

@@ -6,6 +6,7 @@
 #include "cuda.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -940,6 +941,13 @@ static void apply_fn(void *arg)
 			qp->src_ip4 = sip;
 		}
 		qp->dest_qpn = a->dest_qp_num;
+		qp->tos = a->ah_attr.is_global ? a->ah_attr.grh.traffic_class : 0;
+		if (qp->tos) {
+			int tos = qp->tos;
+
+			/* the GRH traffic class is the IP TOS byte (DSCP + ECN) */
+			setsockopt(qp->tx_fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+		}
 		qp->pmtu = 128u << MIN((int)a->path_mtu,
 				       uroce_net_active_mtu(uroce_net_mtu(qp->ctx->dev.ifname)));
 		qp->resp.epsn = a->rq_psn & PSN_MASK;
@@ -953,7 +961,7 @@ static void apply_fn(void *arg)
 		uint32_t psn = a->sq_psn & PSN_MASK;
 		const char *rto = getenv("UROCE_RTO_US");
 
-		qp->req.psn = qp->req.una = psn;
+		qp->req.psn = qp->req.una = qp->req.hi_psn = psn;
 		qp->req.cur = atomic_load(&qp->sq_tail);
 		qp->req.timeout_ns = a->timeout ? (uint64_t)(4096ull << a->timeout) : 0;
 		qp->req.retry_left = a->retry_cnt;
@@ -961,6 +969,7 @@ static void apply_fn(void *arg)
 		qp->req.max_rd = a->max_rd_atomic ? a->max_rd_atomic : 1;
 		qp->req.window = 256;
 		qp->req.fast_rto_ns = (rto ? strtoull(rto, NULL, 0) : 5000) * 1000ull;
+		qp->req.fast_min_ns = qp->req.fast_rto_ns;
 		if (qp->req.timeout_ns && qp->req.fast_rto_ns > qp->req.timeout_ns)
 			qp->req.fast_rto_ns = qp->req.timeout_ns;
 		qp->req.gap_psn = PSN_MASK + 1;
@@ -1185,12 +1194,12 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 			if (wr->num_sge)
 				memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * (size_t)wr->num_sge);
 		}
-		atomic_store_explicit(&qp->sq_head, head + 1, memory_order_release);
-		posted++;
 		uroce_trace("post_send", "qpn=0x%x wr_id=%llu opcode=%d len=%u addr=0x%llx signaled=%d",
 			    qp->qpn, (unsigned long long)wr->wr_id, (int)wr->opcode, w->length,
 			    wr->num_sge ? (unsigned long long)wr->sg_list[0].addr : 0ull,
 			    !!(w->flags & SWQE_SIGNALED) || qp->sq_sig_all);
+		atomic_store_explicit(&qp->sq_head, head + 1, memory_order_release);
+		posted++;
 	}
 	pthread_spin_unlock(&qp->sq_lock);
 	if (posted) {
