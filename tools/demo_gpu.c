@@ -203,22 +203,28 @@ int demo_gpu(size_t size)
 	int sv[2], st = 0, rc;
 	pid_t pid;
 
-	if (cuda_up(gpu, sizeof(gpu))) {
+	/* CUDA must not be initialised before fork: probe in a child. */
+	pid = fork();
+	if (pid == 0)
+		_exit(cuda_up(gpu, sizeof(gpu)) ? 77 : 0);
+	if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
 		printf("uroce demo --gpu: no NVIDIA GPU / CUDA driver here (libcuda.so.1 could not "
 		       "be loaded and initialised); skipping\n");
 		return 77;
 	}
+	strcpy(gpu, "GPU");
 	if (!getenv("UROCE_NETDEV"))
 		setenv("UROCE_NETDEV", "lo", 1);
-	printf("uroce demo --gpu: %s, %zu bytes GPU -> GPU over %s\n", gpu, size,
-	       getenv("UROCE_NETDEV"));
+	printf("uroce demo --gpu: %zu bytes GPU -> GPU over %s\n", size, getenv("UROCE_NETDEV"));
 	fflush(stdout);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		return 1;
 	pid = fork();
 	if (pid == 0) {
 		close(sv[0]);
-		_exit(side(sv[1], 0, size));
+		rc = side(sv[1], 0, size);
+		fflush(stdout);
+		_exit(rc);
 	}
 	close(sv[1]);
 	rc = side(sv[0], 1, size);

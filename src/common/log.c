@@ -1,6 +1,8 @@
 /* Logging to stderr, level from UROCE_LOG. */
 #include "util.h"
 
+#include <execinfo.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +11,32 @@
 
 int uroce__log_level = UROCE_LOG_WARN;
 
+/* UROCE_SEGV_BACKTRACE=1: print a backtrace on SIGSEGV/SIGBUS/SIGABRT (for
+ * finding where an application or uroce crashes), then die as usual. */
+static void segv_handler(int sig)
+{
+	void *bt[64];
+	int n = backtrace(bt, 64);
+	static const char msg[] = "uroce: fatal signal, backtrace:\n";
+
+	if (write(2, msg, sizeof(msg) - 1) < 0) {
+		/* nothing */
+	}
+	backtrace_symbols_fd(bt, n, 2);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 __attribute__((constructor)) static void uroce__log_init(void)
 {
 	const char *s = getenv("UROCE_LOG");
+	const char *b = getenv("UROCE_SEGV_BACKTRACE");
+
+	if (b && *b == '1') {
+		signal(SIGSEGV, segv_handler);
+		signal(SIGBUS, segv_handler);
+		signal(SIGABRT, segv_handler);
+	}
 
 	if (!s)
 		return;
