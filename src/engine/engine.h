@@ -209,7 +209,11 @@ struct uroce_qp {
 		uint32_t cur_pkt;        /* packet index inside it */
 		uint32_t rd_out;         /* READ/atomic requests outstanding */
 		uint32_t max_rd;         /* max_rd_atomic (at least 1) */
-		uint32_t window;         /* packets in flight at most */
+		uint32_t window;         /* packets in flight at most (congestion window) */
+		uint32_t window_max;     /* its ceiling */
+		uint32_t window_acc;     /* additive-increase accumulator */
+		uint32_t last_una;       /* una at the last window update */
+		int aimd;                /* UROCE_AIMD=1: halve the window on loss */
 		int retry_left, rnr_left;
 		uint64_t deadline;       /* local ACK timeout, ns; 0 = off */
 		uint64_t fast_deadline;  /* early retransmission, ns; 0 = off */

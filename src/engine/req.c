@@ -212,9 +212,13 @@ static void rtt_sample(struct uroce_qp *qp, uint64_t now)
 	qp->req.fast_rto_ns = rto;
 }
 
+static void window_grow(struct uroce_qp *qp, uint32_t acked);
+
 static void progress_made(struct uroce_qp *qp, uint64_t now)
 {
 	rtt_sample(qp, now);
+	window_grow(qp, (uint32_t)psn_diff(qp->req.una, qp->req.last_una));
+	qp->req.last_una = qp->req.una;
 	qp->req.retry_left = (int)qp->attr.retry_cnt;
 	qp->req.deadline = 0;
 	qp->req.fast_deadline = 0;
@@ -372,6 +376,31 @@ static void request_rewind(struct uroce_qp *qp)
 	qp->req.rewind = 1;
 }
 
+/* Congestion window (AIMD): every go-back-N resends the whole window, so
+ * on a loss signal the window halves (never below 16 packets) and grows
+ * back by one packet per window of progress. */
+static void window_loss(struct uroce_qp *qp)
+{
+	/* Halving was tried and lost more than it saved on loopback and veth
+	 * (slow regrowth at these RTTs); the window stays fixed unless
+	 * UROCE_AIMD=1 asks for it. */
+	if (!qp->req.aimd)
+		return;
+	qp->req.window = MAX(qp->req.window / 2, 16u);
+	qp->req.window_acc = 0;
+}
+
+static void window_grow(struct uroce_qp *qp, uint32_t acked)
+{
+	if (qp->req.window >= qp->req.window_max)
+		return;
+	qp->req.window_acc += acked;
+	while (qp->req.window_acc >= qp->req.window && qp->req.window < qp->req.window_max) {
+		qp->req.window_acc -= qp->req.window;
+		qp->req.window++;
+	}
+}
+
 /* Go-back-N: resend from una (IBA 9.7.6.1.3 and C9-125). */
 static void do_rewind(struct uroce_qp *qp)
 {
@@ -426,7 +455,7 @@ static int ack_upto(struct uroce_qp *qp, uint32_t apsn)
 {
 	uint32_t una = qp->req.una, head, t;
 
-	if (psn_diff(apsn, una) < 0 || psn_diff(apsn, qp->req.psn) >= 0)
+	if (psn_diff(apsn, una) < 0 || psn_diff(apsn, qp->req.hi_psn) >= 0)
 		return 0; /* old, or for a PSN never sent (ignored, C9-?) */
 	head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
 	for (t = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed); t != head; t++) {
@@ -512,8 +541,10 @@ static void on_aeth(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 	switch (syn & 0x1f) {
 	case NAK_PSN_SEQ_ERR:
 		qp->ctx->cnt->seq_naks_rcvd++;
-		if (p->psn == qp->req.una)
+		if (p->psn == qp->req.una) {
+			window_loss(qp);
 			request_rewind(qp);
+		}
 		return;
 	case NAK_INVALID_REQ:
 		qp->ctx->cnt->rem_inv_req_errs++;
@@ -568,6 +599,7 @@ static void on_read_resp(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t
 			qp->ctx->cnt->implied_naks++;
 			if (!qp->req.rewind && qp->req.gap_psn != w->resp_next) {
 				qp->req.gap_psn = w->resp_next;
+				window_loss(qp);
 				request_rewind(qp);
 			}
 		} else {
@@ -673,6 +705,7 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 			return;
 		}
 		qp->req.retry_left--;
+		window_loss(qp);
 		qp->req.deadline = now + qp->req.timeout_ns;
 		qp->req.fast_deadline = now + qp->req.fast_cur_ns;
 		request_rewind(qp);
@@ -681,6 +714,7 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 		 * retry, so the failure timing the attributes imply holds. It
 		 * backs off exponentially, so a slow peer (a loaded host) is
 		 * not buried under retransmissions it must discard. */
+		window_loss(qp);
 		qp->req.fast_cur_ns *= 2;
 		if (qp->req.fast_cur_ns > 500000000ull)
 			qp->req.fast_cur_ns = 500000000ull;

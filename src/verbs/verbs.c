@@ -967,7 +967,15 @@ static void apply_fn(void *arg)
 		qp->req.retry_left = a->retry_cnt;
 		qp->req.rnr_left = a->rnr_retry;
 		qp->req.max_rd = a->max_rd_atomic ? a->max_rd_atomic : 1;
-		qp->req.window = 256;
+		{
+			const char *w = getenv("UROCE_WINDOW");
+			unsigned long wm = w ? strtoul(w, NULL, 0) : 256;
+
+			qp->req.window_max = (uint32_t)MIN(MAX(wm, 16ul), 4096ul);
+			qp->req.window = qp->req.window_max;
+			qp->req.last_una = psn;
+			qp->req.aimd = getenv("UROCE_AIMD") && !strcmp(getenv("UROCE_AIMD"), "1");
+		}
 		qp->req.fast_rto_ns = (rto ? strtoull(rto, NULL, 0) : 5000) * 1000ull;
 		qp->req.fast_min_ns = qp->req.fast_rto_ns;
 		if (qp->req.timeout_ns && qp->req.fast_rto_ns > qp->req.timeout_ns)
