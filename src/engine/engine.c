@@ -96,7 +96,9 @@ struct uroce_engine {
 	/* rx */
 	struct mmsghdr rx_msg[RX_BATCH];
 	struct iovec rx_iov[RX_BATCH];
-	uint8_t rx_ctl[RX_BATCH][CMSG_SPACE(sizeof(int))];
+	uint8_t rx_ctl[RX_BATCH][2 * CMSG_SPACE(sizeof(int))];
+	int rx_ce;                   /* the packet being handled was CE-marked */
+	uint8_t rx_tos;              /* TOS byte of the datagram being handled */
 	uint8_t *rx_buf;
 };
 
@@ -514,6 +516,9 @@ static void capture(struct uroce_qp *qp, int tx, const struct iovec *iov, int n)
 		h.daddr = qp->peer_ip4;
 		h.sport = qp->sport;
 	} else {
+		h.tos = qp->ctx->eng->rx_tos;
+		if (qp->ctx->eng->rx_ce)
+			h.tos |= 3; /* CE, also when fault injection marked it */
 		h.smac = qp->peer_mac;
 		h.dmac = qp->ctx->dev.mac;
 		h.saddr = qp->peer_ip4;
@@ -581,6 +586,29 @@ void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_tx
 
 /* ---- rx ---- */
 
+/* Notification point (RoCEv2 annex A17.9): a CNP to the peer QP for
+ * CE-marked packets, at most one per 50 us per QP. */
+static void send_cnp(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	static const uint8_t reserved[16];
+	struct iovec iov = { (void *)reserved, sizeof(reserved) };
+	struct uroce_txpkt tp;
+
+	if (qp->last_cnp && e->now - qp->last_cnp < 50000)
+		return;
+	qp->last_cnp = e->now;
+	memset(&tp, 0, sizeof(tp));
+	tp.h.opcode = OP_CNP;
+	tp.h.pkey = DEFAULT_PKEY;
+	tp.h.dqpn = qp->dest_qpn;
+	tp.h.becn = 1;
+	tp.pay = &iov;
+	tp.npay = 1;
+	tp.paylen = sizeof(reserved);
+	uroce_eng_send(e, qp, &tp);
+	e->ctx->cnt->cnp_sent++;
+}
+
 static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t *buf,
 		      size_t len)
 {
@@ -624,6 +652,16 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 	}
 	uroce_trace("pkt_rx", "qpn=0x%x op=%s psn=0x%x payload=%u bytes=%zu", qp->qpn,
 		    wire_opcode_name(p.opcode), p.psn, p.paylen, len);
+	if (unlikely(p.opcode == OP_CNP)) {
+		/* Reaction point: counted. uroce does not shape its rate yet
+		 * (no DCQCN), see docs/design.md. */
+		c->cnp_handled++;
+		return;
+	}
+	if (unlikely(e->rx_ce)) {
+		c->ecn_marked++;
+		send_cnp(e, qp);
+	}
 	uroce_eng_activate(e, qp);
 	if (wire_opcodes[p.opcode].flags & OPF_REQ)
 		uroce_resp_rx(e, qp, &p, e->now);
@@ -646,6 +684,8 @@ static void rx_faulty(struct uroce_engine *e, struct uroce_qp *qp, uint8_t *buf,
 		e->ctx->cnt->fault_duplicated++;
 		copies = 2;
 	}
+	if (uroce_fault_hit(f, f->ecn_mark))
+		e->rx_ce = 1; /* as if a switch had marked it */
 	for (int c = 0; c < copies && qp->rx_fd >= 0; c++) {
 		if (uroce_fault_hit(f, f->corrupt)) {
 			uint64_t bit = uroce_fault_rand(f) % ((uint64_t)len * 8);
@@ -687,6 +727,7 @@ static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
 				e->ctx->cnt->drop_malformed++;
 				continue;
 			}
+			e->rx_tos = 0;
 			for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
 				if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
 					int gs;
@@ -694,6 +735,8 @@ static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
 					memcpy(&gs, CMSG_DATA(c), sizeof(gs));
 					if (gs > 0)
 						seg = (uint32_t)gs;
+				} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+					e->rx_tos = *(uint8_t *)CMSG_DATA(c);
 				}
 			}
 			/* A GRO buffer holds datagrams of seg bytes, the last
@@ -701,6 +744,8 @@ static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
 			for (uint32_t off = 0; off < len && qp->rx_fd >= 0; off += seg) {
 				uint32_t l = MIN(seg, len - off);
 
+				/* ECN field 11: congestion experienced */
+				e->rx_ce = (e->rx_tos & 3) == 3;
 				if (unlikely(e->fault.enabled && (e->fault.dir & FAULT_RX)))
 					rx_faulty(e, qp, buf + off, l);
 				else

@@ -194,6 +194,7 @@ struct uroce_qp {
 	uint16_t sport, peer_sport;
 	uint8_t peer_mac[6];         /* for captures; zero until known */
 	uint8_t tos;                 /* IP TOS of our packets (GRH traffic class) */
+	uint64_t last_cnp;           /* when we last sent a CNP, ns */
 	uint8_t peer_mac_tries;
 	int tx_fd, rx_fd;
 	uint32_t pmtu;               /* bytes: min(path_mtu, active mtu) */

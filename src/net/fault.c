@@ -51,6 +51,7 @@ int uroce_fault_init(struct uroce_fault *f)
 	bad |= prob("UROCE_LOSS", &f->loss);
 	bad |= prob("UROCE_DUP", &f->dup);
 	bad |= prob("UROCE_CORRUPT", &f->corrupt);
+	bad |= prob("UROCE_ECN_MARK", &f->ecn_mark);
 	bad |= count("UROCE_REORDER", &reorder, 256);
 	bad |= count("UROCE_DELAY_US", &delay_us, 10000000);
 	bad |= count("UROCE_SEED", &seed, UINT64_MAX);
@@ -71,6 +72,7 @@ int uroce_fault_init(struct uroce_fault *f)
 	f->rng = f->rng * 0x9E3779B97F4A7C15ull + 1; /* never zero */
 	if (!f->rng)
 		f->rng = 1;
-	f->enabled = f->loss > 0 || f->dup > 0 || f->corrupt > 0 || f->reorder || f->delay_ns;
+	f->enabled = f->loss > 0 || f->dup > 0 || f->corrupt > 0 || f->ecn_mark > 0 || f->reorder ||
+		     f->delay_ns;
 	return 0;
 }

@@ -4,6 +4,7 @@
  *   UROCE_REORDER=N   hold a packet back behind up to N later ones
  *   UROCE_DELAY_US=N  hold every packet N microseconds
  *   UROCE_FAULT_DIR=rx|tx|both   where faults apply (default rx)
+ *   UROCE_ECN_MARK=P  receive packets as if a switch had marked them CE
  *   UROCE_SEED=N      deterministic choices (default: from the clock)
  */
 #ifndef UROCE_FAULT_H
@@ -17,6 +18,7 @@ struct uroce_fault {
 	int enabled;
 	int dir;                 /* FAULT_RX | FAULT_TX */
 	double loss, dup, corrupt;
+	double ecn_mark;         /* UROCE_ECN_MARK: mark packets CE on receive */
 	uint32_t reorder;        /* window, packets */
 	uint64_t delay_ns;
 	uint64_t rng;            /* xorshift64* state */

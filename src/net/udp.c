@@ -97,6 +97,8 @@ int uroce_net_rx_socket(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport)
 	 * flow as one buffer (split again by the engine). */
 	if (uroce_net_gro)
 		setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
+	/* the TOS byte of what arrives, for ECN (CE marks) */
+	setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
 	sin.sin_addr.s_addr = ip4;
 	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
 		goto fail;

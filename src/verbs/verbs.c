@@ -942,6 +942,11 @@ static void apply_fn(void *arg)
 		}
 		qp->dest_qpn = a->dest_qp_num;
 		qp->tos = a->ah_attr.is_global ? a->ah_attr.grh.traffic_class : 0;
+		/* ECN-capable transport (ECT(0)) unless the traffic class says
+		 * otherwise or UROCE_ECN=0: RoCE NICs with ECN on do the same,
+		 * so congested queues mark instead of dropping. */
+		if (!(qp->tos & 3) && !(getenv("UROCE_ECN") && !strcmp(getenv("UROCE_ECN"), "0")))
+			qp->tos |= 2;
 		if (qp->tos) {
 			int tos = qp->tos;
 

@@ -38,6 +38,8 @@ const struct wire_opcode wire_opcodes[256] = {
 	OPC(OP_FETCH_ADD, "FETCH_ADD", OPF_REQ | OPF_ATOMIC | OPF_ONLY | OPF_ATMETH),
 	OPC(OP_SEND_LAST_INV, "SEND_LAST_WITH_INVALIDATE", REQ_SEND | OPF_LAST | OPF_IETH),
 	OPC(OP_SEND_ONLY_INV, "SEND_ONLY_WITH_INVALIDATE", REQ_SEND | OPF_ONLY | OPF_IETH),
+	/* RoCEv2 CNP (annex A17.9.3): BTH + 16 reserved bytes, BECN set */
+	OPC(OP_CNP, "CNP", OPF_CNP | OPF_PAYLOAD),
 };
 
 static inline size_t wire_hdr_len(uint32_t f)
@@ -49,8 +51,6 @@ static inline size_t wire_hdr_len(uint32_t f)
 
 const char *wire_opcode_name(uint8_t op)
 {
-	if (op == OP_CNP)
-		return "CNP";
 	return wire_opcodes[op].name ? wire_opcodes[op].name : "UNKNOWN";
 }
 

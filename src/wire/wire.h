@@ -70,6 +70,7 @@ enum {
 	OPF_WRITE = 1 << 13,
 	OPF_READ = 1 << 14,
 	OPF_ATOMIC = 1 << 15,
+	OPF_CNP = 1 << 16,       /* congestion notification */
 	OPF_ONLY = OPF_FIRST | OPF_LAST,
 };
 

@@ -60,6 +60,7 @@ OPS = {
     17: ("ACKNOWLEDGE", 4), 18: ("ATOMIC_ACKNOWLEDGE", 12),
     19: ("COMPARE_SWAP", 28), 20: ("FETCH_ADD", 28),
     22: ("SEND_LAST_WITH_INVALIDATE", 4), 23: ("SEND_ONLY_WITH_INVALIDATE", 4),
+    129: ("CNP", 0),
 }
 NAME2OP = {v[0]: k for k, v in OPS.items()}
 REQUEST = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 19, 20, 22, 23}
@@ -89,6 +90,7 @@ def ip_csum_ok(hdr):
 
 class Checker:
     def __init__(self, args):
+        self.seen = set()
         self.a = args
         self.errors = []
         self.counts = Counter()
@@ -195,9 +197,14 @@ class Checker:
                 self.err("%s: opcode %d is not an RC opcode uroce sends" % (where, op))
                 continue
             name, ext = OPS[op]
-            self.counts[name] += 1
-            if op in IMM:
-                self.counts["imm"] += 1
+            # Opcode counts are of distinct packets: a go-back-N resend of
+            # the same PSN (allowed with --allow-rewind) is not a new one.
+            uniq = (path, dqpn, psn, op)
+            if uniq not in self.seen:
+                self.seen.add(uniq)
+                self.counts[name] += 1
+                if op in IMM:
+                    self.counts["imm"] += 1
             paylen = len(b) - 42 - 12 - ext - pad - 4
             if paylen < 0:
                 self.err("%s: %s too short for its headers" % (where, name))

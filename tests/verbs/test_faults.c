@@ -2,7 +2,11 @@
  * UROCE_REORDER, UROCE_DELAY_US, UROCE_FAULT_DIR): 256 MiB each of WRITE,
  * READ and SEND must arrive complete and exact, in go-back-N mode.
  * UROCE_FAULT_TEST_MB overrides the volume (MiB per operation). */
+#include <glob.h>
+#include <sys/mman.h>
+
 #include "common.h"
+#include "counters.h"
 
 #define CHUNK (1u << 20)
 #define BUF (32u << 20)
@@ -129,6 +133,69 @@ T_CASE(mixed_both_directions)
 {
 	run(ENV({ "UROCE_FAULT_DIR", "both" }, { "UROCE_LOSS", "0.005" }, { "UROCE_DUP", "0.005" },
 		{ "UROCE_CORRUPT", "0.005" }, { "UROCE_REORDER", "3" }));
+}
+
+/* Sums a counter over this process's live stat files (/dev/shm). */
+static uint64_t own_counter(size_t off)
+{
+	char pat[64];
+	glob_t g;
+	uint64_t sum = 0;
+
+	snprintf(pat, sizeof(pat), "/dev/shm/uroce-%d-*.stat", (int)getpid());
+	if (glob(pat, 0, NULL, &g))
+		return 0;
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		FILE *f = fopen(g.gl_pathv[i], "r");
+		struct uroce_stat_file sf;
+
+		if (f && fread(&sf, sizeof(sf), 1, f) == 1 && sf.magic == UROCE_STAT_MAGIC)
+			sum += *(const uint64_t *)((const char *)&sf.cnt + off);
+		if (f)
+			fclose(f);
+	}
+	globfree(&g);
+	return sum;
+}
+
+/* CE marks are counted, answered with CNPs (at most one per 50 us per
+ * QP) and the CNPs counted where they arrive. */
+T_CASE(ecn_marks_and_cnps_counted)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	uint64_t marked, sent, handled;
+
+	setenv("UROCE_ECN_MARK", "0.2", 1);
+	setenv("UROCE_SEED", "5", 1);
+	o.mtu = IBV_MTU_4096;
+	o.separate_ctx = 1;
+	tv_pair_open(&p, &o);
+	tv_buf_alloc(&a, p.a.pd, 8u << 20, TV_ACCESS_ALL);
+	tv_buf_alloc(&b, p.b.pd, 8u << 20, TV_ACCESS_ALL);
+	tv_fill(a.p, 8u << 20, 3);
+	for (int k = 0; k < 8; k++) {
+		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, k, &a, (size_t)k << 20, 1u << 20,
+				  (uintptr_t)b.p + ((size_t)k << 20), b.mr->rkey, 0, IBV_SEND_SIGNALED),
+			 0);
+		tv_expect_wc(p.a.scq, p.a.qp, k, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+		tv_msleep(1); /* let CNP rate limiting allow more than one */
+	}
+	T_PATTERN(b.p, 8u << 20, 3, 0);
+	marked = own_counter(offsetof(struct uroce_counters, ecn_marked));
+	sent = own_counter(offsetof(struct uroce_counters, cnp_sent));
+	tv_msleep(20);
+	handled = own_counter(offsetof(struct uroce_counters, cnp_handled));
+	t_log("ecn_marked %llu cnp_sent %llu cnp_handled %llu", (unsigned long long)marked,
+	      (unsigned long long)sent, (unsigned long long)handled);
+	T_GT_INT(marked, 100); /* ~20% of ~2k packets */
+	T_GE_INT(sent, 8);
+	T_LE_INT(sent, marked);
+	T_EQ_INT(handled, own_counter(offsetof(struct uroce_counters, cnp_sent)));
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
 }
 
 T_CASE(bad_setting_fails_open)

@@ -227,6 +227,18 @@ BIG_CASE(write_imm_64m_mtu4096, OP_WRITE_IMM, IBV_MTU_4096)
 BIG_CASE(read_64m_mtu1024, OP_READ, IBV_MTU_1024)
 BIG_CASE(read_64m_mtu4096, OP_READ, IBV_MTU_4096)
 
+/* The upper bound: single 1 GiB messages (plus an odd byte). */
+#define GIB_CASE(name, op)                                                  \
+	T_CASE(name)                                                        \
+	{                                                                   \
+		size_t big = ((size_t)1 << 30) + 1;                         \
+		run_local(op, IBV_MTU_4096, &big, 1, 1);                    \
+	}
+
+GIB_CASE(write_1g, OP_WRITE)
+GIB_CASE(read_1g, OP_READ)
+GIB_CASE(send_1g, OP_SEND)
+
 /* The two QPs on separate device contexts of the same process. */
 T_CASE(all_ops_separate_contexts)
 {
