@@ -68,3 +68,18 @@ void uroce__log(int level, const char *fmt, ...)
 		/* nothing to do: stderr is gone */
 	}
 }
+
+void uroce_expand_pid(const char *in, char *out, size_t len)
+{
+	size_t n = 0;
+
+	for (const char *s = in; *s && n + 16 < len; s++) {
+		if (s[0] == '%' && s[1] == 'p') {
+			n += (size_t)snprintf(out + n, len - n, "%d", (int)getpid());
+			s++;
+		} else {
+			out[n++] = *s;
+		}
+	}
+	out[n] = 0;
+}

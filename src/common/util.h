@@ -26,6 +26,9 @@ static inline uint64_t uroce_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Copies a path pattern, "%p" replaced by the pid. */
+void uroce_expand_pid(const char *in, char *out, size_t n);
+
 /* Logging: UROCE_LOG=error|warn|info|debug (default warn), to stderr. */
 enum { UROCE_LOG_ERROR, UROCE_LOG_WARN, UROCE_LOG_INFO, UROCE_LOG_DEBUG };
 extern int uroce__log_level;

@@ -418,18 +418,21 @@ static unsigned gso_pack(struct uroce_engine *e)
 	return k;
 }
 
-static void flush_gso(struct uroce_engine *e)
+/* Sends n datagrams (each standing for segs[i] packets, or one when segs
+ * is NULL), waiting briefly when the socket is full. Returns -1 when the
+ * kernel refuses GSO (only possible when segs is given), else 0. */
+static int send_all(struct uroce_engine *e, struct mmsghdr *m, unsigned n, const unsigned *segs)
 {
-	unsigned n = gso_pack(e), done = 0;
+	unsigned done = 0;
 	int tries = 0;
 
 	while (done < n) {
-		int r = sendmmsg(e->tx_fd, e->gso_msg + done, n - done, 0);
+		int r = sendmmsg(e->tx_fd, m + done, n - done, 0);
 
 		if (r > 0) {
 			for (unsigned i = done; i < done + (unsigned)r; i++) {
-				e->ctx->cnt->tx_pkts += e->gso_cnt[i];
-				e->ctx->cnt->tx_bytes += e->gso_msg[i].msg_len;
+				e->ctx->cnt->tx_pkts += segs ? segs[i] : 1;
+				e->ctx->cnt->tx_bytes += m[i].msg_len;
 			}
 			done += (unsigned)r;
 			continue;
@@ -442,58 +445,32 @@ static void flush_gso(struct uroce_engine *e)
 		}
 		if (errno == EINTR)
 			continue;
-		if (errno == EINVAL || errno == EIO || errno == EOPNOTSUPP) {
-			/* no GSO here: fall back to plain datagrams for good */
-			uroce_info("UDP GSO unavailable (%s); sending datagram by datagram",
-				   strerror(errno));
-			uroce_net_gso = 0;
-			return;
-		}
-		e->ctx->cnt->drop_tx_full += e->gso_cnt[done];
+		if (segs && done == 0 && (errno == EINVAL || errno == EIO || errno == EOPNOTSUPP))
+			return -1;
+		/* Drop this datagram; go-back-N recovers it. */
+		e->ctx->cnt->drop_tx_full += segs ? segs[done] : 1;
+		uroce_dbg("sendmmsg: %s", strerror(errno));
 		done++;
 	}
-	e->ntx = 0;
+	return 0;
 }
 
 void uroce_eng_flush(struct uroce_engine *e)
 {
-	unsigned done = 0;
-	int tries = 0;
-
 	if (unlikely(e->fault.enabled && (e->fault.dir & FAULT_TX))) {
 		flush_faulty(e);
 		return;
 	}
 	if (uroce_net_gso && e->ntx > 1) {
-		flush_gso(e);
-		if (!e->ntx)
+		if (!send_all(e, e->gso_msg, gso_pack(e), e->gso_cnt)) {
+			e->ntx = 0;
 			return;
-	}
-
-	while (done < e->ntx) {
-		int n = sendmmsg(e->tx_fd, e->tx_msg + done, e->ntx - done, 0);
-
-		if (n > 0) {
-			for (unsigned i = done; i < done + (unsigned)n; i++) {
-				e->ctx->cnt->tx_pkts++;
-				e->ctx->cnt->tx_bytes += e->tx_msg[i].msg_len;
-			}
-			done += (unsigned)n;
-			continue;
 		}
-		if ((errno == EAGAIN || errno == ENOBUFS) && tries++ < 100) {
-			struct pollfd pfd = { .fd = e->tx_fd, .events = POLLOUT };
-
-			poll(&pfd, 1, 1);
-			continue;
-		}
-		if (errno == EINTR)
-			continue;
-		/* Drop this datagram; go-back-N recovers it. */
-		e->ctx->cnt->drop_tx_full++;
-		uroce_dbg("sendmmsg: %s", strerror(errno));
-		done++;
+		/* no GSO here: fall back to plain datagrams for good */
+		uroce_info("UDP GSO unavailable (%s); sending datagram by datagram", strerror(errno));
+		uroce_net_gso = 0;
 	}
+	send_all(e, e->tx_msg, e->ntx, NULL);
 	e->ntx = 0;
 }
 

@@ -42,7 +42,6 @@ static void open_once(void)
 	pcap_dumper_t *(*p_dump_open)(pcap_t *, const char *);
 	char path[512];
 	void *h = NULL;
-	size_t n = 0;
 
 	if (!want || !*want)
 		return;
@@ -62,15 +61,7 @@ static void open_once(void)
 		return;
 	}
 	/* "%p" -> pid, so client and server of one run can share a pattern. */
-	for (const char *s = want; *s && n + 16 < sizeof(path); s++) {
-		if (s[0] == '%' && s[1] == 'p') {
-			n += (size_t)snprintf(path + n, sizeof(path) - n, "%d", (int)getpid());
-			s++;
-		} else {
-			path[n++] = *s;
-		}
-	}
-	path[n] = 0;
+	uroce_expand_pid(want, path, sizeof(path));
 	pc = p_open_dead(DLT_EN10MB, 65535);
 	dumper = pc ? p_dump_open(pc, path) : NULL;
 	if (!dumper) {

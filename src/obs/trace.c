@@ -24,19 +24,10 @@ static void open_once(void)
 {
 	const char *want = getenv("UROCE_TRACE");
 	char path[512];
-	size_t n = 0;
 
 	if (!want || !*want)
 		return;
-	for (const char *s = want; *s && n + 16 < sizeof(path); s++) {
-		if (s[0] == '%' && s[1] == 'p') {
-			n += (size_t)snprintf(path + n, sizeof(path) - n, "%d", (int)getpid());
-			s++;
-		} else {
-			path[n++] = *s;
-		}
-	}
-	path[n] = 0;
+	uroce_expand_pid(want, path, sizeof(path));
 	out = !strcmp(path, "-") ? stderr : fopen(path, "we");
 	if (!out) {
 		uroce_err("UROCE_TRACE: cannot write %s", path);
