@@ -1,42 +1,12 @@
 /* uroce stat: live counters of running uroce processes, read from their
  * stat files in /dev/shm (src/obs/counters.h). */
 #include "cli.h"
-#include "counters.h"
+#include "statfile.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
-
-#define MAX_SRC 256
-
-static const char *const names[] = {
-#define X(n, d) #n,
-	UROCE_COUNTERS(X)
-#undef X
-};
-
-static const char *const descs[] = {
-#define X(n, d) d,
-	UROCE_COUNTERS(X)
-#undef X
-};
-
-#define NCOUNTERS (sizeof(names) / sizeof(names[0]))
-
-struct src {
-	char path[300];
-	struct uroce_stat_file snap;
-	uint64_t prev[NCOUNTERS];
-	int have_prev;
-};
 
 void usage_stat(FILE *f)
 {
@@ -50,71 +20,7 @@ void usage_stat(FILE *f)
 		"refreshes; --json prints one JSON document (one per refresh).\n");
 }
 
-static int load(const char *path, struct uroce_stat_file *out)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct uroce_stat_file *f;
-
-	if (fd < 0)
-		return -1;
-	f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (f == MAP_FAILED)
-		return -1;
-	if (f->magic != UROCE_STAT_MAGIC || f->version != UROCE_STAT_VERSION ||
-	    f->size != sizeof(*f)) {
-		munmap(f, sizeof(*f));
-		return -1;
-	}
-	memcpy(out, f, sizeof(*out));
-	munmap(f, sizeof(*f));
-	return 0;
-}
-
-static int wanted(const struct uroce_stat_file *f, const char *filter)
-{
-	char pid[16];
-
-	if (!filter)
-		return 1;
-	snprintf(pid, sizeof(pid), "%d", f->pid);
-	return !strcmp(filter, pid) || !strcmp(filter, f->ibdev);
-}
-
-/* Finds live stat files; files of processes that died are removed when
- * we may (the process cannot do it after SIGKILL). */
-static int scan(struct src *srcs, int max, const char *filter)
-{
-	DIR *d = opendir(UROCE_STAT_DIR);
-	struct dirent *de;
-	int n = 0;
-
-	if (!d)
-		return 0;
-	while ((de = readdir(d)) && n < max) {
-		struct src *s = &srcs[n];
-
-		if (strncmp(de->d_name, UROCE_STAT_PREFIX, strlen(UROCE_STAT_PREFIX)) ||
-		    !strstr(de->d_name, ".stat"))
-			continue;
-		snprintf(s->path, sizeof(s->path), "%s/%s", UROCE_STAT_DIR, de->d_name);
-		if (load(s->path, &s->snap))
-			continue;
-		if (kill(s->snap.pid, 0) < 0 && errno == ESRCH) {
-			unlink(s->path);
-			continue;
-		}
-		if (!wanted(&s->snap, filter))
-			continue;
-		s->have_prev = 0;
-		n++;
-	}
-	closedir(d);
-	return n;
-}
-
-
-static void print_json(struct src *srcs, int n, double dt)
+static void print_json(struct statf_src *srcs, int n, double dt)
 {
 	printf("{\"processes\":[");
 	for (int i = 0; i < n; i++) {
@@ -128,13 +34,13 @@ static void print_json(struct src *srcs, int n, double dt)
 		printf(",\"netdev\":");
 		cli_json_str(stdout, f->ifname);
 		printf(",\"port\":1,\"qps\":%u,\"counters\":{", f->nqps);
-		for (size_t k = 0; k < NCOUNTERS; k++)
-			printf("%s\"%s\":%llu", k ? "," : "", names[k], (unsigned long long)v[k]);
+		for (size_t k = 0; k < STATF_NCOUNTERS; k++)
+			printf("%s\"%s\":%llu", k ? "," : "", statf_names[k], (unsigned long long)v[k]);
 		printf("}");
 		if (dt > 0 && srcs[i].have_prev) {
 			printf(",\"rates_per_s\":{");
-			for (size_t k = 0; k < NCOUNTERS; k++)
-				printf("%s\"%s\":%.1f", k ? "," : "", names[k],
+			for (size_t k = 0; k < STATF_NCOUNTERS; k++)
+				printf("%s\"%s\":%.1f", k ? "," : "", statf_names[k],
 				       (double)(v[k] - srcs[i].prev[k]) / dt);
 			printf("}");
 		}
@@ -143,7 +49,7 @@ static void print_json(struct src *srcs, int n, double dt)
 	printf("]}\n");
 }
 
-static void print_text(struct src *srcs, int n, int all, double dt)
+static void print_text(struct statf_src *srcs, int n, int all, double dt)
 {
 	if (!n) {
 		printf("no running uroce process has a device open\n");
@@ -155,23 +61,23 @@ static void print_text(struct src *srcs, int n, int all, double dt)
 
 		printf("%s pid %d (%s) port 1 netdev %s, %u QPs\n", f->ibdev, f->pid, f->comm,
 		       f->ifname, f->nqps);
-		for (size_t k = 0; k < NCOUNTERS; k++) {
+		for (size_t k = 0; k < STATF_NCOUNTERS; k++) {
 			if (!all && !v[k] && !(srcs[i].have_prev && srcs[i].prev[k]))
 				continue;
 			if (dt > 0 && srcs[i].have_prev)
-				printf("  %-20s %16llu %14.1f/s  %s\n", names[k],
+				printf("  %-20s %16llu %14.1f/s  %s\n", statf_names[k],
 				       (unsigned long long)v[k], (double)(v[k] - srcs[i].prev[k]) / dt,
-				       descs[k]);
+				       statf_descs[k]);
 			else
-				printf("  %-20s %16llu  %s\n", names[k], (unsigned long long)v[k],
-				       descs[k]);
+				printf("  %-20s %16llu  %s\n", statf_names[k], (unsigned long long)v[k],
+				       statf_descs[k]);
 		}
 	}
 }
 
 int cmd_stat(int argc, char **argv)
 {
-	static struct src srcs[MAX_SRC];
+	static struct statf_src srcs[STATF_MAX];
 	const char *filter = NULL;
 	int json = 0, all = 0, count = -1, n;
 	double interval = 0;
@@ -199,7 +105,7 @@ int cmd_stat(int argc, char **argv)
 			return CLI_EXIT_USAGE;
 		}
 	}
-	n = scan(srcs, MAX_SRC, filter);
+	n = statf_scan(srcs, STATF_MAX, filter);
 	if (json)
 		print_json(srcs, n, 0);
 	else
@@ -216,8 +122,8 @@ int cmd_stat(int argc, char **argv)
 		nanosleep(&ts, NULL);
 		/* Look again: processes come and go between refreshes. */
 		{
-			static struct src fresh[MAX_SRC];
-			int m = scan(fresh, MAX_SRC, filter);
+			static struct statf_src fresh[STATF_MAX];
+			int m = statf_scan(fresh, STATF_MAX, filter);
 
 			for (int k = 0; k < m; k++)
 				for (int i = 0; i < n; i++)

@@ -19,6 +19,7 @@ void usage_doctor(FILE *f)
 {
 	fprintf(f,
 		"usage: uroce doctor [--root DIR] [--netdev IF[,IF...]] [--peer-mtu N] [--json]\n"
+		"       uroce doctor --counters [--interval S] [--json] [PID|DEVICE]\n"
 		"\n"
 		"Check what steals RoCE bandwidth: interface MTU against the RoCE path MTU\n"
 		"and the peer's, RoCE v2 GIDs, PFC/DSCP trust and ECN on RDMA NICs,\n"
@@ -27,17 +28,26 @@ void usage_doctor(FILE *f)
 		"frequency governor, socket buffer limits and interface drops. Each check\n"
 		"prints PASS, WARN, FAIL or SKIP, the evidence, and the fix.\n"
 		"\n"
+		"With --counters, explain the live counters of the running uroce processes\n"
+		"instead (/dev/shm/uroce-<pid>-<n>.stat, as 'uroce stat'), read twice S\n"
+		"seconds apart: retransmissions and drops (and fault injection), RNR NAKs,\n"
+		"local ACK timeouts, ICRC errors, receive drops by reason, duplicates,\n"
+		"ECN/CNP. PID or DEVICE (uroce_lo) limits it to those processes.\n"
+		"\n"
 		"options:\n"
 		"  --root DIR        read a recorded /sys and /proc under DIR instead\n"
 		"                    of this machine's\n"
 		"  --netdev IF,...   check these interfaces (default: every interface that\n"
 		"                    is up, except lo)\n"
 		"  --peer-mtu N      the interface MTU of the peer host, to compare\n"
+		"  --counters        check the live counters of running processes\n"
+		"  --interval S      seconds between the two reads (default 1)\n"
 		"  --json            print the results as one JSON object\n"
 		"  -h, --help        print this help\n"
 		"\n"
 		"exit status: 0 when no check fails (warnings allowed), 1 when a check\n"
-		"fails, 2 on bad usage.\n");
+		"fails, 2 on bad usage. --counters with no running process: a message and\n"
+		"exit 0 (1 when a PID or DEVICE was named).\n");
 }
 
 /* ---- files under the root ---- */
@@ -389,14 +399,12 @@ static const char *st_name(enum doc_status st)
 	return n[st];
 }
 
-static void print_text(const struct doctor *doc, const struct doc_check *c, int n)
+void doc_print_checks(const struct doc_check *c, int n)
 {
 	int cnt[4] = { 0 };
 
 	for (int i = 0; i < n; i++)
 		cnt[c[i].st]++;
-	printf("uroce doctor: %s%s\n", doc->root[0] ? "recorded tree " : "this machine",
-	       doc->root);
 	printf("%d checks: %d pass, %d warn, %d fail, %d skipped\n\n", n, cnt[DOC_PASS],
 	       cnt[DOC_WARN], cnt[DOC_FAIL], cnt[DOC_SKIP]);
 	for (int i = 0; i < n; i++) {
@@ -412,11 +420,18 @@ static void print_text(const struct doctor *doc, const struct doc_check *c, int 
 		if (c[i].fix[0] && (c[i].st == DOC_WARN || c[i].st == DOC_FAIL))
 			printf("     fix: %s\n", c[i].fix);
 	}
+}
+
+static void print_text(const struct doctor *doc, const struct doc_check *c, int n)
+{
+	printf("uroce doctor: %s%s\n", doc->root[0] ? "recorded tree " : "this machine",
+	       doc->root);
+	doc_print_checks(c, n);
 	if (doc->unread[0])
 		printf("\nCould not read:\n%s", doc->unread);
 }
 
-static void json_lines(const char *key, const char *s, const char *sep)
+void doc_json_lines(const char *key, const char *s, const char *sep)
 {
 	int first = 1;
 
@@ -434,32 +449,52 @@ static void json_lines(const char *key, const char *s, const char *sep)
 	printf("]%s", sep);
 }
 
-static void print_json(const struct doctor *doc, const struct doc_check *c, int n)
+void doc_json_checks(const struct doc_check *c, int n)
 {
-	printf("{\"root\": ");
-	cli_json_str(stdout, doc->root[0] ? doc->root : "/");
-	printf(",\n \"checks\": [");
+	printf("\"checks\": [");
 	for (int i = 0; i < n; i++) {
 		printf("%s\n  {\"id\": \"%s\", \"status\": \"%s\", \"summary\": ", i ? "," : "",
 		       c[i].id, st_name(c[i].st));
 		cli_json_str(stdout, c[i].summary);
 		printf(", ");
-		json_lines("evidence", c[i].evidence, ", ");
+		doc_json_lines("evidence", c[i].evidence, ", ");
 		printf("\"fix\": ");
 		cli_json_str(stdout, c[i].fix);
 		printf("}");
 	}
-	printf("],\n ");
-	json_lines("not_read", doc->unread, "}\n");
+	printf("]");
 }
 
-static int parse_args(struct doctor *doc, int argc, char **argv, int *json)
+static void print_json(const struct doctor *doc, const struct doc_check *c, int n)
+{
+	printf("{\"root\": ");
+	cli_json_str(stdout, doc->root[0] ? doc->root : "/");
+	printf(",\n ");
+	doc_json_checks(c, n);
+	printf(",\n ");
+	doc_json_lines("not_read", doc->unread, "}\n");
+}
+
+static int parse_args(struct doctor *doc, int argc, char **argv, int *json, struct doc_counters_opts *co)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
 		if (!strcmp(a, "--json")) {
 			*json = 1;
+		} else if (!strcmp(a, "--counters")) {
+			co->on = 1;
+		} else if (!strcmp(a, "--interval") && i + 1 < argc) {
+			char *end;
+
+			co->interval = strtod(argv[++i], &end);
+			if (end == argv[i] || *end || !(co->interval > 0 && co->interval <= 3600)) {
+				fprintf(stderr, "uroce doctor: bad --interval '%s' (seconds, > 0)\n", argv[i]);
+				return CLI_EXIT_USAGE;
+			}
+			co->interval_set = 1;
+		} else if (a[0] != '-' && !co->filter) {
+			co->filter = a;
 		} else if (!strcmp(a, "--root") && i + 1 < argc) {
 			doc->root = argv[++i];
 		} else if (!strcmp(a, "--netdev") && i + 1 < argc) {
@@ -479,6 +514,18 @@ static int parse_args(struct doctor *doc, int argc, char **argv, int *json)
 			return CLI_EXIT_USAGE;
 		}
 	}
+	if (!co->on && (co->filter || co->interval_set)) {
+		fprintf(stderr, "uroce doctor: %s is for --counters\n\n",
+			co->filter ? co->filter : "--interval");
+		usage_doctor(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	if (co->on && (doc->root[0] || doc->only_if || doc->peer_mtu)) {
+		fprintf(stderr, "uroce doctor: --counters reads running processes: no --root, "
+				"--netdev or --peer-mtu\n\n");
+		usage_doctor(stderr);
+		return CLI_EXIT_USAGE;
+	}
 	return 0;
 }
 
@@ -486,12 +533,15 @@ int cmd_doctor(int argc, char **argv)
 {
 	static struct doctor doc;
 	static struct doc_check res[32];
+	struct doc_counters_opts co = { .interval = 1.0 };
 	int json = 0, rc, fails = 0;
 
 	doc.root = "";
-	rc = parse_args(&doc, argc, argv, &json);
+	rc = parse_args(&doc, argc, argv, &json, &co);
 	if (rc)
 		return rc < 0 ? 0 : rc;
+	if (co.on)
+		return doc_counters(&co, json);
 	if (!strcmp(doc.root, "/"))
 		doc.root = "";
 	doc.live = !doc.root[0];

@@ -88,4 +88,20 @@ extern const int doc_ncheck;
  * headers (IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ICRC 4). */
 int doc_roce_mtu(int if_mtu);
 
+/* Output shared with --counters (doctor.c): the count line and every
+ * check as text; the "checks" array, and one string array, as JSON. */
+void doc_print_checks(const struct doc_check *c, int n);
+void doc_json_checks(const struct doc_check *c, int n);
+void doc_json_lines(const char *key, const char *s, const char *sep);
+
+/* uroce doctor --counters (doctor_counters.c): the live counters of
+ * running processes, read twice interval seconds apart. */
+struct doc_counters_opts {
+	int on;
+	double interval;
+	int interval_set;
+	const char *filter;     /* PID or device, or NULL */
+};
+int doc_counters(const struct doc_counters_opts *o, int json);
+
 #endif

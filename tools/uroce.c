@@ -7,6 +7,7 @@
  *   uroce demo [--iters N] [--size BYTES]
  *   uroce topo [--input FILE.xml] [--json] [--svg FILE]
  *   uroce doctor [--root DIR] [--netdev IF[,IF...]] [--peer-mtu N] [--json]
+ *   uroce doctor --counters [--interval S] [--json] [PID|DEVICE]
  *   uroce stat [--json] [-a] [-i SECONDS [-n COUNT]] [PID|DEVICE]
  *   uroce trace [-w FILE] [--explain [--json]] [OPTIONS] [-- CMD [ARGS...]]
  */
@@ -42,6 +43,9 @@ static void usage(FILE *f)
 		"  doctor [--root DIR] [--netdev IF[,IF...]] [--peer-mtu N] [--json]\n"
 		"                 check MTU, GIDs, ECN, peer memory, IOMMU, ACS, PCIe\n"
 		"                 links, NUMA, governor, socket buffers, drops\n"
+		"  doctor --counters [--interval S] [--json] [PID|DEVICE]\n"
+		"                 explain the live counters of running processes:\n"
+		"                 losses, RNR, timeouts, ICRC, drops, ECN\n"
 		"  stat [--json] [-a] [-i SECONDS [-n COUNT]] [PID|DEVICE]\n"
 		"                 live counters of running uroce processes\n"
 		"  trace [-w FILE] [--explain [--json]] [--] [CMD [ARGS...]]\n"
