@@ -513,6 +513,8 @@ client_suite() {
 	check "$tag/ib_write_bw" t_perftest "$s" "$c" "$addr" ib_write_bw -s 65536 -n 1000
 	check "$tag/ib_read_bw" t_perftest "$s" "$c" "$addr" ib_read_bw -s 65536 -n 1000
 	check "$tag/ib_send_bw" t_perftest "$s" "$c" "$addr" ib_send_bw -s 65536 -n 1000
+	check "$tag/ib_send_bw-srq" t_perftest "$s" "$c" "$addr" ib_send_bw -s 65536 -n 1000 --use-srq
+	check "$tag/ib_write_bw-q8" t_perftest "$s" "$c" "$addr" ib_write_bw -s 65536 -n 500 -q 8
 	check "$tag/ib_atomic_bw" t_perftest "$s" "$c" "$addr" ib_atomic_bw -n 1000
 	check "$tag/ib_atomic_bw-cas" t_perftest "$s" "$c" "$addr" ib_atomic_bw -A CMP_AND_SWAP -n 1000
 	check "$tag/ib_write_lat" t_perftest "$s" "$c" "$addr" ib_write_lat -s 2 -n 1000
