@@ -700,7 +700,7 @@ static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
 			uint8_t *buf = e->rx_buf + (size_t)i * RX_BUF;
 			uint32_t len = e->rx_msg[i].msg_len, seg = len;
 
-			if (m->msg_flags & MSG_TRUNC) {
+			if ((m->msg_flags & MSG_TRUNC) || !len) {
 				e->ctx->cnt->drop_malformed++;
 				continue;
 			}

@@ -503,6 +503,15 @@ static void on_aeth(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 {
 	uint8_t syn = p->syndrome;
 
+	/* A NAK must name a PSN we have outstanding (una .. last sent):
+	 * anything else answers nothing of ours and is dropped (9.7.5.1.x),
+	 * so a forged or stale NAK cannot fail an idle QP. */
+	if ((syn & AETH_TYPE_MASK) != AETH_ACK &&
+	    (psn_diff(p->psn, qp->req.una) < 0 || psn_diff(p->psn, qp->req.hi_psn) >= 0)) {
+		qp->ctx->cnt->drop_opcode++;
+		return;
+	}
+
 	switch (syn & AETH_TYPE_MASK) {
 	case AETH_ACK:
 		qp->ctx->cnt->acks_rcvd++;
