@@ -50,7 +50,7 @@ VERBS_SRCS := $(sort $(wildcard tests/verbs/*.c))
 VERBS_BINS := $(patsubst tests/verbs/%.c,$(BUILD)/tests/verbs/%,$(VERBS_SRCS))
 TLIB_SRCS  := $(sort $(wildcard tests/lib/*.c))
 
-.PHONY: bench-gpu all deps test-deps demo test test-unit test-verbs test-clients bench clean lint check-abi
+.PHONY: fuzz bench-gpu all deps test-deps demo test test-unit test-verbs test-clients bench clean lint check-abi
 all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(TOPO) $(UNIT_BINS) $(VERBS_BINS) $(BUILD)/bench/gpu_bw
 
 deps:
@@ -128,6 +128,19 @@ $(BUILD)/bench/gpu_bw: bench/gpu/gpu_bw.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -Wno-pedantic $(LDFLAGS_SAN) -o $@ $< -L$(BUILD)/lib -l:libibverbs.so.1 \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,--enable-new-dtags -ldl
+
+# libFuzzer on the packet decoder (clang): replays the corpus from real
+# captures, then fuzzes for FUZZ_SECONDS (default 30) on a copy of it.
+FUZZ_SECONDS ?= 30
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -Isrc/wire -Isrc/common
+$(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c src/wire/wire.c src/wire/icrc.c src/wire/wire.h
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_wire.c src/wire/wire.c src/wire/icrc.c -lz
+
+fuzz: $(BUILD)/fuzz/fuzz_wire
+	$(BUILD)/fuzz/fuzz_wire tests/fuzz/corpus/wire/*
+	rm -rf $(BUILD)/fuzz/corpus && cp -r tests/fuzz/corpus/wire $(BUILD)/fuzz/corpus
+	$(BUILD)/fuzz/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/fuzz/corpus
 
 check-abi: $(LIB)
 	@tests/clients/check_abi.sh $(LIB)
