@@ -137,10 +137,20 @@ $(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c src/wire/wire.c src/wire/icrc.c 
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_wire.c src/wire/wire.c src/wire/icrc.c -lz
 
-fuzz: $(BUILD)/fuzz/fuzz_wire
+# The verbs fuzzer links the library's sources compiled with the fuzzer.
+$(BUILD)/fuzz/fuzz_verbs: tests/fuzz/fuzz_verbs.c $(LIB_SRCS) $(MAP)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -std=gnu11 -D_GNU_SOURCE -pthread -Isrc/net -Isrc/mem -Isrc/engine \
+	  -Isrc/obs -Isrc/verbs $(if $(filter 1,$(HAVE_ISAL)),-DHAVE_ISAL=1) -o $@ \
+	  tests/fuzz/fuzz_verbs.c $(LIB_SRCS) $(LIB_LIBS)
+
+fuzz: $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/fuzz_verbs
 	$(BUILD)/fuzz/fuzz_wire tests/fuzz/corpus/wire/*
 	rm -rf $(BUILD)/fuzz/corpus && cp -r tests/fuzz/corpus/wire $(BUILD)/fuzz/corpus
 	$(BUILD)/fuzz/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/fuzz/corpus
+	rm -rf $(BUILD)/fuzz/vcorpus && mkdir -p $(BUILD)/fuzz/vcorpus
+	UROCE_LOG=error $(BUILD)/fuzz/fuzz_verbs -max_total_time=$(FUZZ_SECONDS) -max_len=512 \
+	  -print_final_stats=1 $(BUILD)/fuzz/vcorpus
 
 check-abi: $(LIB)
 	@tests/clients/check_abi.sh $(LIB)

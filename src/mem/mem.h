@@ -30,6 +30,7 @@ struct uroce_mr_table {
 	pthread_mutex_t lock;
 	uint32_t cap;            /* slots, power of 2 */
 	uint32_t used;
+	uint32_t tombs;          /* removed slots; probes end only at empty ones */
 	uint32_t *keys;          /* 0 = empty, 1 = tombstone */
 	struct uroce_mr **mrs;
 };

@@ -45,9 +45,12 @@ void uroce_mr_table_fini(struct uroce_mr_table *t)
 	pthread_mutex_destroy(&t->lock);
 }
 
+/* Rebuilds the table (doubling it when live keys fill a quarter), which
+ * also clears the tombstones: without that, register/deregister cycles
+ * would leave no empty slot and probing would never end. */
 static int grow(struct uroce_mr_table *t)
 {
-	uint32_t ncap = t->cap * 2;
+	uint32_t ncap = (t->used + 1) * 4 > t->cap ? t->cap * 2 : t->cap;
 	uint32_t *nk = calloc(ncap, sizeof(*nk));
 	struct uroce_mr **nm = calloc(ncap, sizeof(*nm));
 
@@ -71,6 +74,7 @@ static int grow(struct uroce_mr_table *t)
 	t->keys = nk;
 	t->mrs = nm;
 	t->cap = ncap;
+	t->tombs = 0;
 	return 0;
 }
 
@@ -79,7 +83,7 @@ int uroce_mr_insert(struct uroce_mr_table *t, struct uroce_mr *mr)
 	int ret = 0;
 
 	pthread_mutex_lock(&t->lock);
-	if ((t->used + 1) * 2 > t->cap && (ret = grow(t)))
+	if ((t->used + t->tombs + 1) * 2 > t->cap && (ret = grow(t)))
 		goto out;
 	for (;;) {
 		uint32_t key = uroce_random32(), s, tomb = UINT32_MAX;
@@ -94,8 +98,10 @@ int uroce_mr_insert(struct uroce_mr_table *t, struct uroce_mr *mr)
 		}
 		if (t->keys[s] == key)
 			continue; /* taken: draw again */
-		if (tomb != UINT32_MAX)
+		if (tomb != UINT32_MAX) {
 			s = tomb;
+			t->tombs--;
+		}
 		t->keys[s] = key;
 		t->mrs[s] = mr;
 		t->used++;
@@ -117,6 +123,7 @@ void uroce_mr_remove(struct uroce_mr_table *t, struct uroce_mr *mr)
 			t->keys[s] = KEY_TOMB;
 			t->mrs[s] = NULL;
 			t->used--;
+			t->tombs++;
 			break;
 		}
 	}
