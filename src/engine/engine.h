@@ -349,6 +349,7 @@ int uroce_place_flush(struct uroce_qp *qp);
 /* qp.c: state changes, completions and flushes (engine thread). */
 int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, int solicited);
 int uroce_cq_space(struct uroce_cq *cq);
+enum ibv_wc_opcode uroce_wc_opcode(uint32_t op);
 void uroce_qp_to_error(struct uroce_qp *qp);
 void uroce_qp_flush(struct uroce_qp *qp);
 void uroce_async_event(struct uroce_ctx *ctx, enum ibv_event_type type, void *obj);

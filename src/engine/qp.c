@@ -136,7 +136,8 @@ void uroce_rq_pop(struct uroce_rq *rq)
 	atomic_fetch_add_explicit(&rq->tail, 1, memory_order_release);
 }
 
-static enum ibv_wc_opcode wc_opcode(uint32_t op)
+/* The completion opcode of a send-queue WR (ibv_poll_cq(3)). */
+enum ibv_wc_opcode uroce_wc_opcode(uint32_t op)
 {
 	switch (op) {
 	case IBV_WR_RDMA_WRITE:
@@ -167,7 +168,7 @@ void uroce_qp_flush(struct uroce_qp *qp)
 		struct ibv_wc wc = {
 			.wr_id = w->wr_id,
 			.status = w->status ? (enum ibv_wc_status)w->status : IBV_WC_WR_FLUSH_ERR,
-			.opcode = wc_opcode(w->opcode),
+			.opcode = uroce_wc_opcode(w->opcode),
 			.qp_num = qp->qpn,
 		};
 

@@ -227,23 +227,6 @@ static void progress_made(struct uroce_qp *qp, uint64_t now)
 		arm_timers(qp, now);
 }
 
-static enum ibv_wc_opcode wc_opcode(uint32_t op)
-{
-	switch (op) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return IBV_WC_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return IBV_WC_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return IBV_WC_COMP_SWAP;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return IBV_WC_FETCH_ADD;
-	default:
-		return IBV_WC_SEND;
-	}
-}
-
 static void seek_to_una(struct uroce_qp *qp);
 static void fail_oldest(struct uroce_qp *qp, enum ibv_wc_status st);
 
@@ -268,7 +251,7 @@ static void retire(struct uroce_qp *qp)
 			struct ibv_wc wc = {
 				.wr_id = w->wr_id,
 				.status = IBV_WC_SUCCESS,
-				.opcode = wc_opcode(w->opcode),
+				.opcode = uroce_wc_opcode(w->opcode),
 				.qp_num = qp->qpn,
 				.byte_len = w->length,
 			};
