@@ -50,8 +50,8 @@ VERBS_SRCS := $(sort $(wildcard tests/verbs/*.c))
 VERBS_BINS := $(patsubst tests/verbs/%.c,$(BUILD)/tests/verbs/%,$(VERBS_SRCS))
 TLIB_SRCS  := $(sort $(wildcard tests/lib/*.c))
 
-.PHONY: fuzz bench-gpu all deps test-deps demo test test-unit test-verbs test-clients bench clean lint check-abi
-all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(TOPO) $(UNIT_BINS) $(VERBS_BINS) $(BUILD)/bench/gpu_bw
+.PHONY: fuzz bench-gpu bench-loss all deps test-deps demo test test-unit test-verbs test-clients bench clean lint check-abi
+all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(TOPO) $(UNIT_BINS) $(VERBS_BINS) $(BUILD)/bench/gpu_bw $(BUILD)/bench/loss_bw
 
 deps:
 	@scripts/deps.sh build
@@ -119,10 +119,21 @@ test-clients: all test-deps
 bench: all
 	@scripts/deps.sh bench
 	@bench/run.sh
+	@bench/loss.sh
+
+# Goodput versus loss, go-back-N and selective repeat (also part of bench).
+bench-loss: all
+	@scripts/deps.sh bench
+	@bench/loss.sh
 
 # GPU bandwidth benchmark (needs an NVIDIA GPU at run time, not to build).
 bench-gpu: $(BUILD)/bench/gpu_bw
 	UROCE_NETDEV=lo $(BUILD)/bench/gpu_bw
+
+$(BUILD)/bench/loss_bw: bench/loss_bw.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS_SAN) -o $@ $< -L$(BUILD)/lib -l:libibverbs.so.1 \
+	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,--enable-new-dtags
 
 $(BUILD)/bench/gpu_bw: bench/gpu/gpu_bw.c $(LIB)
 	@mkdir -p $(dir $@)

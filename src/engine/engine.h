@@ -30,6 +30,10 @@
 #define UROCE_MAX_MSG (1u << 31)
 #define UROCE_MAX_QP 65536
 
+/* Selective repeat (UROCE_RETRANS=sr): PSNs tracked ahead of the
+ * cumulative point, at most the largest window (UROCE_WINDOW <= 4096). */
+#define SR_BITS 4096u
+
 struct uroce_engine;
 struct uroce_ctx;
 
@@ -136,6 +140,21 @@ struct uroce_atomic_res {
 
 enum { RESP_MSG_NONE, RESP_MSG_SEND, RESP_MSG_WRITE };
 
+/* Selective repeat, responder: which PSNs after ePSN are placed, and the
+ * multi-packet WRITEs whose FIRST packet was seen (in order or not), so
+ * that their later packets can be placed before ePSN reaches them. */
+#define SR_WCTX 32
+struct uroce_sr_wctx {
+	uint32_t first_psn, npkts;   /* npkts 0: slot free */
+	uint32_t rkey, len;
+	uint64_t va;
+};
+struct uroce_sr_rx {
+	uint64_t placed[SR_BITS / 64];
+	struct uroce_sr_wctx w[SR_WCTX];
+	uint32_t last;               /* slot of the last hit */
+};
+
 struct uroce_qp {
 	struct ibv_qp_ex qpx;        /* qpx.qp_base is the ibv_qp */
 	struct uroce_ctx *ctx;
@@ -183,6 +202,14 @@ struct uroce_qp {
 		const struct uroce_mr *mr;
 		uint64_t va;
 	} rxs;
+
+	/* Selective repeat state, allocated on first use, cleared by resets,
+	 * freed with the QP. srx: responder (UROCE_RETRANS=sr). sr_sack:
+	 * requester, a bitmap of SR_BITS bits (PSN mod SR_BITS) of the PSNs
+	 * after una the responder reported placed. */
+	struct uroce_sr_rx *srx;
+	uint64_t *sr_sack;
+	int sr;                      /* UROCE_RETRANS=sr: the responder places ahead */
 
 	/* Doorbell (lock-free stack of QPs with new work). */
 	struct uroce_qp *db_next;
@@ -233,6 +260,16 @@ struct uroce_qp {
 		int rewind;
 		int error;               /* QP moving to error: status to report */
 		uint32_t pkts_since_ackreq;
+		/* selective repeat (only with a peer whose NAKs carry SACKs) */
+		uint32_t sack_base;      /* sr_sack bits below this are cleared */
+		uint32_t sack_hi;        /* one past the highest PSN reported received */
+		uint32_t rtx_next;       /* next PSN the selective scan looks at */
+		uint32_t rtx_lim;        /* the scan stops here */
+		uint32_t rec_end;        /* the recovery episode ends when una passes this */
+		int in_rec;              /* in a recovery episode */
+		int sr_tried;            /* a timer resent selectively since progress */
+		uint64_t rec_deadline;   /* recovery: resend the holes again then, ns */
+		uint64_t una_sent_at;    /* when the PSN at una was last (re)sent or became una */
 	} req;
 
 	struct {
@@ -256,8 +293,32 @@ struct uroce_qp {
 		struct uroce_atomic_res atm[UROCE_MAX_RD_ATOMIC];
 		uint32_t atm_next;
 		int comm_est;
+		/* selective repeat: the run of placed PSNs to report next */
+		uint32_t blk_lo, blk_hi;
+		int sack_due;
+		int gap_sacked;          /* a SACK went out for the gap at ePSN */
 	} resp;
 };
+
+static inline int sr_test(const uint64_t *m, uint32_t psn)
+{
+	return (int)((m[(psn % SR_BITS) / 64] >> (psn % 64)) & 1);
+}
+static inline void sr_set(uint64_t *m, uint32_t psn)
+{
+	m[(psn % SR_BITS) / 64] |= 1ull << (psn % 64);
+}
+static inline void sr_clear(uint64_t *m, uint32_t psn)
+{
+	m[(psn % SR_BITS) / 64] &= ~(1ull << (psn % 64));
+}
+/* Clears / sets the bits of n PSNs from psn on. */
+void uroce_sr_clear_range(uint64_t *m, uint32_t psn, uint32_t n);
+void uroce_sr_set_range(uint64_t *m, uint32_t psn, uint32_t n);
+/* A SACK's MSN field (docs/wire.md): the run [lo, hi] placed ahead of the
+ * NAK's PSN (ePSN) as hi - ePSN (12 bits) and the run's length - 1. */
+#define SACK_OFF_SHIFT 12
+#define SACK_LEN_MASK 0xfffu
 
 /* Asynchronous events of a context. */
 struct uroce_async {
@@ -360,6 +421,8 @@ void uroce_rq_pop(struct uroce_rq *rq);
 int uroce_qp_connect(struct uroce_qp *qp);
 void uroce_qp_disconnect(struct uroce_qp *qp);
 void uroce_qp_reset_transport(struct uroce_qp *qp);
+/* UROCE_RETRANS: 1 for "sr" (selective repeat), 0 for "gbn" (default). */
+int uroce_retrans_sr(void);
 
 /* req.c: requester and completer (engine thread). */
 void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now);

@@ -214,10 +214,58 @@ void uroce_qp_reset_transport(struct uroce_qp *qp)
 
 	memset(&qp->req, 0, sizeof(qp->req));
 	memset(&qp->resp, 0, sizeof(qp->resp));
+	if (qp->srx)
+		memset(qp->srx, 0, sizeof(*qp->srx));
+	if (qp->sr_sack)
+		memset(qp->sr_sack, 0, SR_BITS / 8);
 	/* IBA 10.3.1: entering RESET empties the work queues. */
 	atomic_store(&qp->sq_tail, head);
 	qp->req.cur = head;
 	atomic_store(&qp->rq.tail, atomic_load(&qp->rq.head));
+}
+
+int uroce_retrans_sr(void)
+{
+	static int warned;
+	const char *s = getenv("UROCE_RETRANS");
+
+	if (!s || !*s || !strcmp(s, "gbn"))
+		return 0;
+	if (!strcmp(s, "sr"))
+		return 1;
+	if (!warned) {
+		warned = 1;
+		uroce_warn("UROCE_RETRANS=%s: unknown, expected gbn or sr; using gbn", s);
+	}
+	return 0;
+}
+
+void uroce_sr_clear_range(uint64_t *m, uint32_t psn, uint32_t n)
+{
+	if (n >= SR_BITS) {
+		memset(m, 0, SR_BITS / 8);
+		return;
+	}
+	for (; n && (psn % 64); n--, psn = psn_add(psn, 1))
+		sr_clear(m, psn);
+	for (; n >= 64; n -= 64, psn = psn_add(psn, 64))
+		m[(psn % SR_BITS) / 64] = 0;
+	for (; n; n--, psn = psn_add(psn, 1))
+		sr_clear(m, psn);
+}
+
+void uroce_sr_set_range(uint64_t *m, uint32_t psn, uint32_t n)
+{
+	if (n >= SR_BITS) {
+		memset(m, 0xff, SR_BITS / 8);
+		return;
+	}
+	for (; n && (psn % 64); n--, psn = psn_add(psn, 1))
+		sr_set(m, psn);
+	for (; n >= 64; n -= 64, psn = psn_add(psn, 64))
+		m[(psn % SR_BITS) / 64] = ~0ull;
+	for (; n; n--, psn = psn_add(psn, 1))
+		sr_set(m, psn);
 }
 
 uint32_t uroce_qpn_port(uint32_t qpn)

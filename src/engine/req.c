@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "trace.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define READ_CHUNK_PKTS 64    /* READ requests cover at most this many responses */
@@ -58,6 +59,8 @@ uint64_t uroce_req_next_deadline(const struct uroce_qp *qp)
 		d = qp->req.rnr_until;
 	if (qp->req.stall_until && qp->req.stall_until < d)
 		d = qp->req.stall_until;
+	if (qp->req.rec_deadline && qp->req.rec_deadline < d)
+		d = qp->req.rec_deadline;
 	return d;
 }
 
@@ -187,12 +190,10 @@ static void arm_timers(struct uroce_qp *qp, uint64_t now)
 /* Round-trip samples (Karn: only packets not retransmitted) give the
  * early retransmission timeout, RFC 6298 style: srtt + 4 rttvar, at least
  * UROCE_RTO_US, at most the QP's own timeout. */
-static void rtt_sample(struct uroce_qp *qp, uint64_t now)
+static void rtt_update(struct uroce_qp *qp, uint64_t now)
 {
 	uint64_t r, rto;
 
-	if (!qp->req.rtt_start || psn_diff(qp->req.una, qp->req.rtt_psn) <= 0)
-		return;
 	r = now - qp->req.rtt_start;
 	qp->req.rtt_start = 0;
 	if (!qp->req.srtt_ns) {
@@ -212,7 +213,16 @@ static void rtt_sample(struct uroce_qp *qp, uint64_t now)
 	qp->req.fast_rto_ns = rto;
 }
 
+static void rtt_sample(struct uroce_qp *qp, uint64_t now)
+{
+	if (!qp->req.rtt_start || psn_diff(qp->req.una, qp->req.rtt_psn) <= 0)
+		return;
+	rtt_update(qp, now);
+}
+
 static void window_grow(struct uroce_qp *qp, uint32_t acked);
+
+static uint64_t rec_rto(const struct uroce_qp *qp);
 
 static void progress_made(struct uroce_qp *qp, uint64_t now)
 {
@@ -223,6 +233,14 @@ static void progress_made(struct uroce_qp *qp, uint64_t now)
 	qp->req.deadline = 0;
 	qp->req.fast_deadline = 0;
 	qp->req.fast_cur_ns = qp->req.fast_rto_ns;
+	qp->req.una_sent_at = now;
+	qp->req.sr_tried = 0;
+	qp->req.rec_deadline = 0;
+	if (qp->req.in_rec && psn_diff(qp->req.una, qp->req.rec_end) >= 0)
+		qp->req.in_rec = 0;
+	/* still recovering: the new una may be a hole resent already */
+	if (qp->req.in_rec)
+		qp->req.rec_deadline = now + rec_rto(qp);
 	if (psn_diff(qp->req.psn, qp->req.una) > 0)
 		arm_timers(qp, now);
 }
@@ -391,6 +409,8 @@ static void do_rewind(struct uroce_qp *qp)
 	struct uroce_swqe *w;
 
 	qp->req.rewind = 0;
+	qp->req.in_rec = 0;
+	qp->req.rec_deadline = 0;
 	if (psn_diff(qp->req.psn, target) <= 0)
 		return;
 	qp->req.rtt_start = 0; /* Karn: no sample across a retransmission */
@@ -470,6 +490,155 @@ static int ack_upto(struct uroce_qp *qp, uint32_t apsn)
 	return 1;
 }
 
+/* ---- selective repeat, requester side (docs/design.md) ----
+ * A responder doing selective repeat reports each packet it placed ahead
+ * of a gap in a SACK. Lost are the PSNs below the highest one reported
+ * that were not reported; a recovery episode resends each of them once,
+ * then ends when una passes what was sent when it began (IRN). A resent
+ * hole lost again is resent when una has waited a round-trip timeout for
+ * it; the early and the QP's own timers resend every unreported PSN. */
+
+static int build_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t k,
+			  struct uroce_txpkt *tp, struct iovec *iov);
+
+/* Forgets SACK bits below una. */
+static void sack_sync(struct uroce_qp *qp)
+{
+	int32_t n = psn_diff(qp->req.una, qp->req.sack_base);
+
+	if (n > 0) {
+		uroce_sr_clear_range(qp->sr_sack, qp->req.sack_base, (uint32_t)n);
+		qp->req.sack_base = qp->req.una;
+	}
+}
+
+/* A round-trip timeout from the samples, without the early timer's floor:
+ * how long a resent hole may stay unanswered during recovery. */
+static uint64_t rec_rto(const struct uroce_qp *qp)
+{
+	uint64_t r = qp->req.srtt_ns ? qp->req.srtt_ns + 4 * qp->req.rttvar_ns : 1000000ull;
+
+	return MAX(r, 20000ull);
+}
+
+static void rec_start(struct uroce_qp *qp, uint32_t lim)
+{
+	if (!qp->req.in_rec) {
+		qp->req.in_rec = 1;
+		qp->req.rec_end = qp->req.hi_psn;
+		window_loss(qp);
+	}
+	qp->req.rtx_next = qp->req.una;
+	qp->req.rtx_lim = lim;
+}
+
+static void on_sack(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
+{
+	/* the run [lo, hi] the responder placed (docs/wire.md) */
+	uint32_t off = p->msn >> SACK_OFF_SHIFT, n = (p->msn & SACK_LEN_MASK) + 1;
+	uint32_t hi = psn_add(p->psn, off), lo = psn_add(hi, (PSN_MASK + 1) - (n - 1));
+	qp->ctx->cnt->sr_sacks_rcvd++;
+	if (p->psn != qp->req.una)
+		return; /* stale, or a READ before it still owes responses */
+	if (!qp->sr_sack) {
+		qp->sr_sack = calloc(SR_BITS / 64, sizeof(uint64_t));
+		if (!qp->sr_sack) {
+			request_rewind(qp);
+			return;
+		}
+		qp->req.sack_base = qp->req.sack_hi = qp->req.una;
+	}
+	if (!off) {
+		/* empty: only una is known missing */
+		if (!qp->req.in_rec) {
+			rec_start(qp, psn_add(qp->req.una, 1));
+		}
+		return;
+	}
+	if (n > off || psn_diff(hi, qp->req.hi_psn) >= 0)
+		return; /* not a run after ePSN of PSNs we sent */
+	sack_sync(qp);
+	if (psn_diff(hi, qp->req.una) >= (int32_t)SR_BITS)
+		return;
+	uroce_sr_set_range(qp->sr_sack, lo, n);
+	/* a SACKed packet sent once times the round trip too */
+	if (qp->req.rtt_start && psn_diff(qp->req.rtt_psn, lo) >= 0 &&
+	    psn_diff(qp->req.rtt_psn, hi) <= 0)
+		rtt_update(qp, now);
+	if (psn_diff(psn_add(hi, 1), qp->req.sack_hi) > 0)
+		qp->req.sack_hi = psn_add(hi, 1);
+	if (!qp->req.in_rec)
+		rec_start(qp, qp->req.sack_hi);
+	else if (psn_diff(qp->req.rtx_next, qp->req.una) > 0 &&
+		 now - qp->req.una_sent_at > rec_rto(qp))
+		rec_start(qp, qp->req.sack_hi); /* the resent hole at una is lost too */
+	if (psn_diff(qp->req.sack_hi, qp->req.rtx_lim) > 0)
+		qp->req.rtx_lim = qp->req.sack_hi;
+}
+
+/* Timer expiry: with SACKs from the peer, the first one since progress
+ * resends what it has not reported; otherwise (and always for the QP's own
+ * timeout) forget the SACKs and go back N, so that wrong SACKs cannot
+ * stall a QP. */
+static void timeout_recover(struct uroce_qp *qp, int hard)
+{
+	if (!hard && qp->sr_sack && !qp->req.sr_tried &&
+	    psn_diff(qp->req.sack_hi, qp->req.una) > 0) {
+		qp->req.sr_tried = 1;
+		sack_sync(qp);
+		rec_start(qp, qp->req.psn);
+		return;
+	}
+	if (qp->sr_sack) {
+		memset(qp->sr_sack, 0, SR_BITS / 8);
+		qp->req.sack_base = qp->req.sack_hi = qp->req.una;
+	}
+	request_rewind(qp);
+}
+
+/* Resends the PSNs in [rtx_next, rtx_lim) the responder has not reported. */
+static void sr_resend(struct uroce_engine *e, struct uroce_qp *qp, int *budget)
+{
+	sack_sync(qp);
+	if (psn_diff(qp->req.rtx_next, qp->req.una) < 0)
+		qp->req.rtx_next = qp->req.una;
+	while (*budget > 0 && psn_diff(qp->req.rtx_next, qp->req.rtx_lim) < 0 &&
+	       psn_diff(qp->req.rtx_next, qp->req.psn) < 0) {
+		uint32_t psn = qp->req.rtx_next, idx;
+		struct iovec iov[UROCE_MAX_SGE];
+		struct uroce_txpkt tp;
+		struct uroce_swqe *w;
+		int st;
+
+		if (sr_test(qp->sr_sack, psn)) {
+			qp->req.rtx_next = psn_add(psn, 1);
+			continue;
+		}
+		w = find_psn(qp, psn, &idx);
+		if (!w || is_rd_atomic(w->opcode)) {
+			/* READ and atomics go back the IBA way */
+			request_rewind(qp);
+			return;
+		}
+		st = build_data_pkt(qp, w, (uint32_t)psn_diff(psn, w->first_psn), &tp, iov);
+		if (st) {
+			fail_oldest(qp, (enum ibv_wc_status)st);
+			return;
+		}
+		uroce_eng_send(e, qp, &tp);
+		qp->ctx->cnt->retrans_pkts++;
+		qp->ctx->cnt->sr_retrans_pkts++;
+		if (psn == qp->req.una) {
+			qp->req.una_sent_at = uroce_eng_now(e);
+			qp->req.rec_deadline = qp->req.una_sent_at + rec_rto(qp);
+		}
+		if (psn == qp->req.rtt_psn)
+			qp->req.rtt_start = 0; /* Karn */
+		qp->req.rtx_next = psn_add(psn, 1);
+		(*budget)--;
+	}
+}
+
 /* RNR timer codes, IBA 9.7.5.2.8 table 45, in microseconds. */
 static uint64_t rnr_timer_us(unsigned code)
 {
@@ -491,7 +660,10 @@ static void on_aeth(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 	 * so a forged or stale NAK cannot fail an idle QP. */
 	if ((syn & AETH_TYPE_MASK) != AETH_ACK &&
 	    (psn_diff(p->psn, qp->req.una) < 0 || psn_diff(p->psn, qp->req.hi_psn) >= 0)) {
-		qp->ctx->cnt->drop_opcode++;
+		if (p->sack)
+			qp->ctx->cnt->sr_sacks_rcvd++; /* overtaken by progress */
+		else
+			qp->ctx->cnt->drop_opcode++;
 		return;
 	}
 
@@ -532,6 +704,10 @@ static void on_aeth(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 		progress_made(qp, now);
 	switch (syn & 0x1f) {
 	case NAK_PSN_SEQ_ERR:
+		if (p->sack) {
+			on_sack(qp, p, now);
+			return;
+		}
 		qp->ctx->cnt->seq_naks_rcvd++;
 		if (p->psn == qp->req.una) {
 			window_loss(qp);
@@ -686,7 +862,15 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 	if (psn_diff(qp->req.psn, qp->req.una) <= 0) {
 		qp->req.deadline = 0;
 		qp->req.fast_deadline = 0;
+		qp->req.rec_deadline = 0;
 		return;
+	}
+	if (qp->req.rec_deadline && now >= qp->req.rec_deadline) {
+		/* Selective repeat: the resent hole at una went unanswered for
+		 * a round-trip timeout: resend the holes again (no retry). */
+		qp->req.rec_deadline = 0;
+		if (qp->req.in_rec)
+			rec_start(qp, qp->req.psn);
 	}
 	if (qp->req.deadline && now >= qp->req.deadline) {
 		/* Local ACK timeout (C9-140): retry_cnt retries, then fail. */
@@ -700,7 +884,7 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 		window_loss(qp);
 		qp->req.deadline = now + qp->req.timeout_ns;
 		qp->req.fast_deadline = now + qp->req.fast_cur_ns;
-		request_rewind(qp);
+		timeout_recover(qp, 1);
 	} else if (qp->req.fast_deadline && now >= qp->req.fast_deadline) {
 		/* Early retransmission before the QP's own timeout: costs no
 		 * retry, so the failure timing the attributes imply holds. It
@@ -714,67 +898,82 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 			qp->req.fast_cur_ns = qp->req.timeout_ns;
 		qp->req.fast_deadline = now + qp->req.fast_cur_ns;
 		qp->req.gap_psn = PSN_MASK + 1;
-		request_rewind(qp);
+		timeout_recover(qp, 0);
 	}
+}
+
+/* Builds packet k of a SEND or WRITE WQE. Returns 0 or a completion
+ * status. */
+static int build_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t k,
+			  struct uroce_txpkt *tp, struct iovec *iov)
+{
+	int is_write = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	int imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	int inv = w->opcode == IBV_WR_SEND_WITH_INV;
+	uint32_t off = k * qp->pmtu;
+	uint32_t len = MIN(qp->pmtu, w->length - off);
+	int first = k == 0, last = k == w->npkts - 1;
+	int niov = 0, st;
+
+	memset(tp, 0, sizeof(*tp));
+	if (is_write) {
+		tp->h.opcode = first && last ? (imm ? OP_WRITE_ONLY_IMM : OP_WRITE_ONLY)
+			     : first	    ? OP_WRITE_FIRST
+			     : last	    ? (imm ? OP_WRITE_LAST_IMM : OP_WRITE_LAST)
+					    : OP_WRITE_MIDDLE;
+		if (first) {
+			tp->h.va = w->remote_addr;
+			tp->h.rkey = w->rkey;
+			tp->h.dma_len = w->length;
+		}
+	} else {
+		tp->h.opcode = first && last ? (imm ? OP_SEND_ONLY_IMM
+						    : inv ? OP_SEND_ONLY_INV : OP_SEND_ONLY)
+			     : first ? OP_SEND_FIRST
+			     : last  ? (imm ? OP_SEND_LAST_IMM
+					    : inv ? OP_SEND_LAST_INV : OP_SEND_LAST)
+				     : OP_SEND_MIDDLE;
+	}
+	tp->h.pkey = DEFAULT_PKEY;
+	tp->h.dqpn = qp->dest_qpn;
+	tp->h.psn = psn_add(w->first_psn, k);
+	tp->h.se = last && (w->flags & SWQE_SOLICITED);
+	if (last)
+		tp->h.imm_be = inv ? htonl(w->rkey) : w->imm_be;
+	st = gather(qp, w, off, len, iov, &niov);
+	if (st)
+		return st;
+	tp->pay = iov;
+	tp->npay = niov;
+	tp->paylen = len;
+	return 0;
 }
 
 static void send_wqe_packets(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_swqe *w,
 			     int *budget)
 {
-	int is_write = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-	int imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-	int inv = w->opcode == IBV_WR_SEND_WITH_INV;
-
 	while (*budget > 0 && qp->req.cur_pkt < w->npkts &&
 	       psn_diff(qp->req.psn, qp->req.una) < (int32_t)qp->req.window) {
-		uint32_t k = qp->req.cur_pkt, off = k * qp->pmtu;
-		uint32_t len = MIN(qp->pmtu, w->length - off);
-		int first = k == 0, last = k == w->npkts - 1;
+		uint32_t k = qp->req.cur_pkt;
 		struct iovec iov[UROCE_MAX_SGE];
 		struct uroce_txpkt tp;
-		int niov = 0, st;
+		int st = build_data_pkt(qp, w, k, &tp, iov);
 
-		memset(&tp, 0, sizeof(tp));
-		if (is_write)
-			tp.h.opcode = first && last ? (imm ? OP_WRITE_ONLY_IMM : OP_WRITE_ONLY)
-				    : first	    ? OP_WRITE_FIRST
-				    : last	    ? (imm ? OP_WRITE_LAST_IMM : OP_WRITE_LAST)
-						    : OP_WRITE_MIDDLE;
-		else
-			tp.h.opcode = first && last ? (imm ? OP_SEND_ONLY_IMM
-							   : inv ? OP_SEND_ONLY_INV : OP_SEND_ONLY)
-				    : first ? OP_SEND_FIRST
-				    : last  ? (imm ? OP_SEND_LAST_IMM
-						   : inv ? OP_SEND_LAST_INV : OP_SEND_LAST)
-					    : OP_SEND_MIDDLE;
-		tp.h.pkey = DEFAULT_PKEY;
-		tp.h.dqpn = qp->dest_qpn;
-		tp.h.psn = qp->req.psn;
-		tp.h.se = last && (w->flags & SWQE_SOLICITED);
-		if (is_write && first) {
-			tp.h.va = w->remote_addr;
-			tp.h.rkey = w->rkey;
-			tp.h.dma_len = w->length;
-		}
-		if (last)
-			tp.h.imm_be = inv ? htonl(w->rkey) : w->imm_be;
-		if (last || ++qp->req.pkts_since_ackreq >= ACKREQ_EVERY) {
-			tp.h.ackreq = 1;
-			qp->req.pkts_since_ackreq = 0;
-		}
-		st = gather(qp, w, off, len, iov, &niov);
 		if (st) {
 			fail_oldest(qp, (enum ibv_wc_status)st);
 			return;
 		}
-		tp.pay = iov;
-		tp.npay = niov;
-		tp.paylen = len;
+		if (k == w->npkts - 1 || ++qp->req.pkts_since_ackreq >= ACKREQ_EVERY) {
+			tp.h.ackreq = 1;
+			qp->req.pkts_since_ackreq = 0;
+		}
 		if (tp.h.ackreq && !qp->req.rtt_start && qp->req.psn == qp->req.hi_psn) {
 			qp->req.rtt_start = uroce_eng_now(e) ? uroce_eng_now(e) : 1;
 			qp->req.rtt_psn = qp->req.psn;
 		}
 		uroce_eng_send(e, qp, &tp);
+		if (qp->req.psn == qp->req.una)
+			qp->req.una_sent_at = uroce_eng_now(e);
 		qp->req.psn = psn_add(qp->req.psn, 1);
 		if (psn_diff(qp->req.psn, qp->req.hi_psn) > 0)
 			qp->req.hi_psn = qp->req.psn;
@@ -847,6 +1046,13 @@ void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t no
 		return;
 	if (qp->req.rewind)
 		do_rewind(qp);
+	if (qp->req.in_rec) {
+		sr_resend(e, qp, &budget);
+		if (qp->eng_state != IBV_QPS_RTS)
+			return;
+		if (qp->req.rewind)
+			do_rewind(qp);
+	}
 	head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
 	while (qp->req.cur != head && budget > 0 && qp->eng_state == IBV_QPS_RTS) {
 		struct uroce_swqe *w = sqe(qp, qp->req.cur);

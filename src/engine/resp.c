@@ -4,6 +4,7 @@
 #include "trace.h"
 
 #include <arpa/inet.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ACK_DELAY_NS 20000   /* an unrequested ACK goes out at the latest after this */
@@ -27,7 +28,8 @@ static uint32_t ack_psn(const struct uroce_qp *qp)
 	return psn_add(qp->resp.epsn, PSN_MASK);
 }
 
-static void send_aeth(struct uroce_engine *e, struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
+static void send_aeth_sack(struct uroce_engine *e, struct uroce_qp *qp, uint8_t syndrome,
+			   uint32_t psn, int sack, uint32_t msn)
 {
 	struct uroce_txpkt tp;
 
@@ -41,13 +43,23 @@ static void send_aeth(struct uroce_engine *e, struct uroce_qp *qp, uint8_t syndr
 	tp.h.dqpn = qp->dest_qpn;
 	tp.h.psn = psn;
 	tp.h.syndrome = syndrome;
-	tp.h.msn = qp->resp.msn;
+	tp.h.msn = msn;
+	tp.h.sack = (uint8_t)sack;
 	uroce_eng_send(e, qp, &tp);
 	qp->ctx->cnt->acks_sent++;
 }
 
+static void send_aeth(struct uroce_engine *e, struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
+{
+	send_aeth_sack(e, qp, syndrome, psn, 0, qp->resp.msn);
+}
+
+static void sack_flush(struct uroce_engine *e, struct uroce_qp *qp);
+
 void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 {
+	if (qp->resp.sack_due)
+		sack_flush(e, qp);
 	if (!qp->resp.ack_now && !(qp->resp.unacked && now >= qp->resp.ack_deadline))
 		return;
 	if (qp->eng_state != IBV_QPS_RTR && qp->eng_state != IBV_QPS_RTS &&
@@ -242,6 +254,256 @@ static void send_atomic_ack(struct uroce_engine *e, struct uroce_qp *qp, uint32_
 	uroce_eng_send(e, qp, &tp);
 }
 
+/* ---- selective repeat, responder side (docs/design.md) ---- */
+
+static struct uroce_sr_rx *srx_get(struct uroce_qp *qp)
+{
+	if (!qp->srx)
+		qp->srx = calloc(1, sizeof(*qp->srx));
+	return qp->srx;
+}
+
+/* ePSN moves over n PSNs just executed. */
+static void epsn_advance(struct uroce_qp *qp, uint32_t n)
+{
+	if (qp->srx)
+		uroce_sr_clear_range(qp->srx->placed, qp->resp.epsn, n);
+	qp->resp.epsn = psn_add(qp->resp.epsn, n);
+	qp->resp.gap_sacked = 0;
+}
+
+/* The WRITE context holding psn, or NULL. */
+static struct uroce_sr_wctx *wctx_find(struct uroce_sr_rx *x, uint32_t psn)
+{
+	struct uroce_sr_wctx *c = &x->w[x->last];
+
+	if (c->npkts && psn_diff(psn, c->first_psn) >= 0 &&
+	    psn_diff(psn, c->first_psn) < (int32_t)c->npkts)
+		return c;
+	for (uint32_t i = 0; i < SR_WCTX; i++) {
+		c = &x->w[i];
+		if (c->npkts && psn_diff(psn, c->first_psn) >= 0 &&
+		    psn_diff(psn, c->first_psn) < (int32_t)c->npkts) {
+			x->last = i;
+			return c;
+		}
+	}
+	return NULL;
+}
+
+/* Remembers a multi-packet WRITE from its FIRST packet (already checked);
+ * slots of messages ePSN has passed are reused. 0, or -1 when full. */
+static int wctx_add(struct uroce_qp *qp, const struct wire_pkt *p)
+{
+	struct uroce_sr_rx *x = srx_get(qp);
+	struct uroce_sr_wctx *c;
+
+	if (!x)
+		return -1;
+	if ((c = wctx_find(x, p->psn)))
+		return c->first_psn == p->psn ? 0 : -1;
+	for (uint32_t i = 0; i < SR_WCTX; i++) {
+		c = &x->w[i];
+		if (c->npkts &&
+		    psn_diff(psn_add(c->first_psn, c->npkts), qp->resp.epsn) > 0)
+			continue; /* still to be reached */
+		c->first_psn = p->psn;
+		c->npkts = (p->dma_len + qp->pmtu - 1) / qp->pmtu;
+		c->rkey = p->rkey;
+		c->len = p->dma_len;
+		c->va = p->va;
+		x->last = i;
+		return 0;
+	}
+	return -1;
+}
+
+/* ePSN reached packets placed ahead of it: it moves over them, keeping the
+ * in-order message state as if they had come now (C9-94 sequence checks
+ * included), and the next ACK covers them. -1 if the QP failed. */
+static int sr_drain(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	struct uroce_sr_rx *x = qp->srx;
+	uint32_t k = 0;
+
+	if (!x)
+		return 0;
+	while (sr_test(x->placed, qp->resp.epsn)) {
+		uint32_t psn = qp->resp.epsn;
+		struct uroce_sr_wctx *c = wctx_find(x, psn);
+		uint32_t at = c ? (uint32_t)psn_diff(psn, c->first_psn) : 0;
+		int ok;
+
+		sr_clear(x->placed, psn);
+		if (!c || at == 0) {
+			/* ONLY, or FIRST of c */
+			ok = qp->resp.msg == RESP_MSG_NONE;
+			if (ok && c) {
+				qp->resp.msg = RESP_MSG_WRITE;
+				qp->resp.wr_rkey = c->rkey;
+				qp->resp.wr_va = c->va;
+				qp->resp.wr_len = c->len;
+				qp->resp.msg_off = qp->pmtu;
+			}
+		} else {
+			ok = qp->resp.msg == RESP_MSG_WRITE && qp->resp.wr_va == c->va &&
+			     qp->resp.msg_off == at * qp->pmtu;
+			qp->resp.msg_off += qp->pmtu;
+		}
+		if (!ok) {
+			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
+			return -1;
+		}
+		if (!c || at == c->npkts - 1) {
+			qp->resp.msg = RESP_MSG_NONE;
+			qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
+		}
+		qp->resp.epsn = psn_add(psn, 1);
+		k++;
+	}
+	if (k) {
+		qp->resp.unacked += k;
+		qp->resp.ack_now = 1;
+		qp->resp.nak_sent = 0;
+		qp->resp.gap_sacked = 0;
+	}
+	return 0;
+}
+
+/* Reports the run of PSNs placed ahead of ePSN that the latest arrival
+ * belongs to, in a SACK: a sequence NAK that names ePSN as IBA's does
+ * (9.7.5.2.1), marked by the first resv7 bit, its MSN field holding the
+ * run (docs/wire.md). One per run per receive batch; an empty one (no
+ * run) says only that ePSN is missing. */
+static void sack_flush(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	uint32_t lo = qp->resp.blk_lo, hi = qp->resp.blk_hi, msn = 0;
+
+	if (!qp->resp.sack_due)
+		return;
+	qp->resp.sack_due = 0;
+	/* No SACK while READ responses are queued: naming ePSN would
+	 * acknowledge the READ before its responses (see ack_psn()). */
+	if (qp->resp.rd_len)
+		return;
+	if (psn_diff(hi, qp->resp.epsn) > 0) {
+		if (psn_diff(lo, qp->resp.epsn) <= 0)
+			lo = psn_add(qp->resp.epsn, 1);
+		msn = (uint32_t)psn_diff(hi, qp->resp.epsn) << SACK_OFF_SHIFT |
+		      (uint32_t)psn_diff(hi, lo);
+	} else if (qp->resp.blk_lo != qp->resp.blk_hi || hi != qp->resp.epsn) {
+		return; /* the run was reached meanwhile: the ACK says it all */
+	}
+	send_aeth_sack(e, qp, AETH_NAK | NAK_PSN_SEQ_ERR, qp->resp.epsn, 1, msn);
+	qp->resp.gap_sacked = 1;
+	qp->ctx->cnt->sr_sacks_sent++;
+}
+
+/* Places a packet that came after a gap if it says (or its message's
+ * FIRST said) where it goes: WRITE FIRST, MIDDLE, LAST and ONLY without
+ * immediate. It is checked as in order (C9-88, 9.7.4.1.5; a FIRST for the
+ * whole message); one that fails waits for its turn, where it fails as IBA
+ * says. 1 if placed (or already placed). */
+static int sr_place_ahead(struct uroce_qp *qp, const struct wire_pkt *p, int32_t d)
+{
+	struct uroce_sr_rx *x = srx_get(qp);
+	struct uroce_mr *mr = NULL;
+	uint64_t va;
+
+	if (!x)
+		return 0;
+	if (sr_test(x->placed, p->psn)) {
+		qp->ctx->cnt->dup_requests++;
+		return 1;
+	}
+	switch (p->opcode) {
+	case OP_WRITE_ONLY:
+		if (p->paylen != p->dma_len || p->paylen > qp->pmtu ||
+		    !remote_ok(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE, &mr))
+			return 0;
+		va = p->va;
+		break;
+	case OP_WRITE_FIRST:
+		if (p->paylen != qp->pmtu || p->dma_len <= qp->pmtu ||
+		    !remote_ok(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE, &mr) ||
+		    wctx_add(qp, p))
+			return 0;
+		va = p->va;
+		break;
+	case OP_WRITE_MIDDLE:
+	case OP_WRITE_LAST: {
+		struct uroce_sr_wctx *c = wctx_find(x, p->psn);
+		uint32_t at = c ? (uint32_t)psn_diff(p->psn, c->first_psn) : 0, off;
+
+		if (!c || !at)
+			return 0; /* its FIRST is missing too */
+		off = at * qp->pmtu;
+		if (p->opcode == OP_WRITE_MIDDLE ? (at == c->npkts - 1 || p->paylen != qp->pmtu)
+						 : (at != c->npkts - 1 || off + p->paylen != c->len))
+			return 0;
+		va = c->va + off;
+		if (!remote_ok(qp, c->rkey, va, p->paylen, IBV_ACCESS_REMOTE_WRITE, &mr))
+			return 0;
+		break;
+	}
+	default:
+		return 0;
+	}
+	if (p->paylen && uroce_place(qp, mr, va, p->payload, p->paylen))
+		return 0;
+	uroce_trace("place", "qpn=0x%x va=0x%llx len=%u kind=%s ahead=%d", qp->qpn,
+		    (unsigned long long)va, p->paylen,
+		    mr && mr->kind == UROCE_MEM_CUDA ? "cuda" : "host", (int)d);
+	sr_set(x->placed, p->psn);
+	qp->ctx->cnt->sr_placed_ahead++;
+	return 1;
+}
+
+/* Selective repeat (docs/design.md): a packet after a gap. Returns 1 if
+ * handled here, 0 to leave it to go-back-N (a sequence NAK). */
+static int sr_ahead(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
+		    int32_t d)
+{
+	uint32_t f = wire_opcodes[p->opcode].flags;
+	struct uroce_sr_rx *x;
+	uint32_t lo, hi;
+
+	if ((uint32_t)d >= SR_BITS)
+		return 0;
+	if (!sr_place_ahead(qp, p, d)) {
+		/* A WRITE whose FIRST is missing too: say ePSN is missing
+		 * (once per gap). Anything else (SEND, READ, atomics,
+		 * immediates) cannot be placed ahead: once nothing was
+		 * reported for this gap, go back N. */
+		if (qp->resp.gap_sacked)
+			return 1;
+		if ((f & OPF_WRITE) && !(f & OPF_IMM)) {
+			qp->resp.blk_lo = qp->resp.blk_hi = qp->resp.epsn;
+			qp->resp.sack_due = 1;
+			sack_flush(e, qp);
+			return 1;
+		}
+		return 0;
+	}
+	x = qp->srx;
+	/* the run it belongs to */
+	if (qp->resp.sack_due && p->psn == psn_add(qp->resp.blk_hi, 1)) {
+		lo = qp->resp.blk_lo;
+	} else {
+		sack_flush(e, qp);
+		for (lo = p->psn; psn_diff(lo, qp->resp.epsn) > 1 &&
+				  sr_test(x->placed, psn_add(lo, PSN_MASK));)
+			lo = psn_add(lo, PSN_MASK);
+	}
+	for (hi = p->psn; psn_diff(hi, qp->resp.epsn) < (int32_t)SR_BITS - 1 &&
+			  sr_test(x->placed, psn_add(hi, 1));)
+		hi = psn_add(hi, 1);
+	qp->resp.blk_lo = lo;
+	qp->resp.blk_hi = hi;
+	qp->resp.sack_due = 1;
+	return 1;
+}
+
 /* A request whose PSN is before ePSN (9.7.5.1.? duplicate detection). */
 static void duplicate(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p)
 {
@@ -264,8 +526,9 @@ static void duplicate(struct uroce_engine *e, struct uroce_qp *qp, const struct 
 			uint32_t end = psn_add(p->psn, npk);
 
 			if (psn_diff(end, qp->resp.epsn) > 0) {
-				qp->resp.epsn = end;
+				epsn_advance(qp, (uint32_t)psn_diff(end, qp->resp.epsn));
 				qp->resp.nak_sent = 0;
+				sr_drain(e, qp);
 			}
 		}
 		return;
@@ -304,6 +567,8 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 	}
 	d = psn_diff(p->psn, qp->resp.epsn);
 	if (d > 0) {
+		if (qp->sr && sr_ahead(e, qp, p, d))
+			return;
 		/* Out of sequence: one NAK per gap (C9-110). */
 		if (!qp->resp.nak_sent) {
 			send_aeth(e, qp, AETH_NAK | NAK_PSN_SEQ_ERR, qp->resp.epsn);
@@ -387,6 +652,9 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 			qp->resp.wr_len = p->dma_len;
 			qp->resp.msg_off = 0;
 			qp->resp.msg = RESP_MSG_WRITE;
+			/* its later packets may come after a gap */
+			if (qp->sr && !(f & OPF_LAST))
+				wctx_add(qp, p);
 		}
 		if ((uint64_t)qp->resp.msg_off + p->paylen > qp->resp.wr_len ||
 		    ((f & OPF_LAST) && qp->resp.msg_off + p->paylen != qp->resp.wr_len)) {
@@ -435,7 +703,8 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		}
 		queue_read(qp, p);
 		qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
-		qp->resp.epsn = psn_add(qp->resp.epsn, npk);
+		epsn_advance(qp, npk);
+		sr_drain(e, qp);
 		return;
 	} else if (f & OPF_ATOMIC) {
 		uint64_t *ptr, orig;
@@ -496,19 +765,21 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		if (qp->resp.unacked && !qp->resp.rd_len)
 			uroce_resp_flush_ack(e, qp, UINT64_MAX);
 		qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
-		qp->resp.epsn = psn_add(qp->resp.epsn, 1);
+		epsn_advance(qp, 1);
 		send_atomic_ack(e, qp, p->psn, orig);
+		sr_drain(e, qp);
 		return;
 	} else {
 		qp->ctx->cnt->drop_opcode++;
 		return;
 	}
-	qp->resp.epsn = psn_add(qp->resp.epsn, 1);
+	epsn_advance(qp, 1);
 	qp->resp.unacked++;
 	if (p->ackreq || qp->resp.unacked >= ACK_EVERY)
 		qp->resp.ack_now = 1;
 	else if (!qp->resp.ack_deadline)
 		qp->resp.ack_deadline = now + ACK_DELAY_NS;
+	sr_drain(e, qp);
 }
 
 void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define UROCE_STAT_MAGIC 0x74617473656f7275ull /* "urocesta" */
-#define UROCE_STAT_VERSION 1
+#define UROCE_STAT_VERSION 2
 #define UROCE_STAT_DIR "/dev/shm"
 #define UROCE_STAT_PREFIX "uroce-"
 
@@ -20,7 +20,11 @@
 	X(tx_bytes, "bytes sent (UDP payload)")                                        \
 	X(rx_pkts, "packets received")                                                 \
 	X(rx_bytes, "bytes received (UDP payload)")                                    \
-	X(retrans_pkts, "packets sent again (go-back-N)")                               \
+	X(retrans_pkts, "packets sent again (go-back-N and selective)")                 \
+	X(sr_retrans_pkts, "packets sent again selectively (selective repeat)")         \
+	X(sr_sacks_sent, "SACKs sent (selective repeat NAKs)")                         \
+	X(sr_sacks_rcvd, "SACKs received")                                             \
+	X(sr_placed_ahead, "packets placed ahead of the expected PSN (selective repeat)") \
 	X(timeouts, "local ACK timeouts (local_ack_timeout_err)")                      \
 	X(seq_naks_sent, "PSN sequence error NAKs sent (out_of_sequence)")             \
 	X(seq_naks_rcvd, "PSN sequence error NAKs received (packet_seq_err)")          \

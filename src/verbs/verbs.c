@@ -773,6 +773,8 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	free(qp->sq);
 	free(qp->sq_sge);
 	free(qp->sq_inline);
+	free(qp->srx);
+	free(qp->sr_sack);
 	free_qp_ex(qp);
 	free(qp);
 	return 0;
@@ -956,6 +958,7 @@ static void apply_fn(void *arg)
 		qp->pmtu = 128u << MIN((int)a->path_mtu,
 				       uroce_net_active_mtu(uroce_net_mtu(qp->ctx->dev.ifname)));
 		qp->resp.epsn = a->rq_psn & PSN_MASK;
+		qp->sr = uroce_retrans_sr();
 		ret = uroce_qp_connect(qp);
 		if (ret) {
 			c->ret = ret;

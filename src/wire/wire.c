@@ -78,6 +78,9 @@ int wire_parse(const uint8_t *buf, size_t len, struct wire_pkt *p)
 	p->becn = (buf[4] >> 6) & 1;
 	p->dqpn = get_be32(buf + 4) & QPN_MASK;
 	p->ackreq = buf[8] >> 7;
+	/* IBTA 9.2: resv7 is sent as 0 and ignored on receive; uroce's
+	 * selective repeat uses its first bit on ACK/NAKs (docs/wire.md). */
+	p->sack = (buf[8] >> 6) & 1;
 	p->psn = get_be32(buf + 8) & PSN_MASK;
 
 	hl = wire_hdr_len(o->flags);
@@ -137,7 +140,7 @@ size_t wire_build(uint8_t *buf, const struct wire_pkt *p)
 	put_be32(buf + 4, p->dqpn & QPN_MASK);
 	buf[4] = (uint8_t)(p->fecn << 7 | p->becn << 6);
 	put_be32(buf + 8, p->psn & PSN_MASK);
-	buf[8] = (uint8_t)(p->ackreq << 7);
+	buf[8] = (uint8_t)(p->ackreq << 7 | (p->sack & 1) << 6);
 	if (f & OPF_RETH) {
 		put_be64(h, p->va);
 		put_be32(h + 8, p->rkey);

@@ -110,6 +110,7 @@ struct wire_pkt {
 	uint8_t tver;
 	uint8_t fecn, becn;
 	uint8_t ackreq;
+	uint8_t sack;    /* uroce selective repeat: first bit of BTH resv7 (docs/wire.md) */
 	uint16_t pkey;
 	uint32_t dqpn;   /* 24 bits */
 	uint32_t psn;    /* 24 bits */

@@ -1,6 +1,8 @@
 /* Integrity under injected faults (UROCE_LOSS, UROCE_DUP, UROCE_CORRUPT,
  * UROCE_REORDER, UROCE_DELAY_US, UROCE_FAULT_DIR): 256 MiB each of WRITE,
- * READ and SEND must arrive complete and exact, in go-back-N mode.
+ * READ and SEND must arrive complete and exact, in go-back-N mode (the
+ * default) and with selective repeat (UROCE_RETRANS=sr, the sr_ cases,
+ * which also check that packets were placed ahead and resent selectively).
  * UROCE_FAULT_TEST_MB overrides the volume (MiB per operation). */
 #include <glob.h>
 #include <sys/mman.h>
@@ -19,6 +21,8 @@ static size_t volume(void)
 	return (mb ? mb : 1) << 20;
 }
 
+static uint64_t own_counter(size_t off);
+
 /* Moves volume() bytes with each operation through BUF-sized rounds, a
  * fresh pattern each round, and checks every byte. */
 static void run(const char *const env[][2])
@@ -33,6 +37,7 @@ static void run(const char *const env[][2])
 	for (int i = 0; env[i][0]; i++)
 		setenv(env[i][0], env[i][1], 1);
 	setenv("UROCE_SEED", "42", 0);
+	setenv("UROCE_RETRANS", "gbn", 0);
 	o.mtu = IBV_MTU_4096;
 	o.separate_ctx = 1; /* each side its own engine, both with faults */
 	o.max_send_wr = 64;
@@ -82,6 +87,15 @@ static void run(const char *const env[][2])
 		T_PATTERN(b.p, BUF, seed + 2, 0);
 	}
 	t_log("%zu MiB each of WRITE, READ, SEND in %.1f s", total >> 20, tv_now() - t0);
+	if (!strcmp(getenv("UROCE_RETRANS"), "sr")) {
+		uint64_t ahead = own_counter(offsetof(struct uroce_counters, sr_placed_ahead));
+		uint64_t sel = own_counter(offsetof(struct uroce_counters, sr_retrans_pkts));
+
+		t_log("selective repeat: %llu packets placed ahead, %llu resent selectively",
+		      (unsigned long long)ahead, (unsigned long long)sel);
+		if (getenv("UROCE_LOSS") || getenv("UROCE_REORDER") || getenv("UROCE_CORRUPT"))
+			T_ASSERTF(ahead > 0 && sel > 0, "selective repeat did not engage");
+	}
 	tv_buf_free(&a);
 	tv_buf_free(&b);
 	tv_pair_close(&p);
@@ -133,6 +147,44 @@ T_CASE(mixed_both_directions)
 {
 	run(ENV({ "UROCE_FAULT_DIR", "both" }, { "UROCE_LOSS", "0.005" }, { "UROCE_DUP", "0.005" },
 		{ "UROCE_CORRUPT", "0.005" }, { "UROCE_REORDER", "3" }));
+}
+
+#define SR(...) ENV({ "UROCE_RETRANS", "sr" }, __VA_ARGS__)
+
+T_CASE(sr_loss_0_1pct)
+{
+	run(SR({ "UROCE_LOSS", "0.001" }));
+}
+
+T_CASE(sr_loss_1pct)
+{
+	run(SR({ "UROCE_LOSS", "0.01" }));
+}
+
+T_CASE(sr_loss_5pct)
+{
+	run(SR({ "UROCE_LOSS", "0.05" }));
+}
+
+T_CASE(sr_dup_5pct)
+{
+	run(SR({ "UROCE_DUP", "0.05" }));
+}
+
+T_CASE(sr_corrupt_1pct)
+{
+	run(SR({ "UROCE_CORRUPT", "0.01" }));
+}
+
+T_CASE(sr_reorder_4)
+{
+	run(SR({ "UROCE_REORDER", "4" }));
+}
+
+T_CASE(sr_mixed_both_directions)
+{
+	run(SR({ "UROCE_FAULT_DIR", "both" }, { "UROCE_LOSS", "0.005" }, { "UROCE_DUP", "0.005" },
+	       { "UROCE_CORRUPT", "0.005" }, { "UROCE_REORDER", "3" }));
 }
 
 /* Sums a counter over this process's live stat files (/dev/shm). */

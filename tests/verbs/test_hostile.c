@@ -589,6 +589,7 @@ T_CASE(psn_far_ahead_naked_not_placed)
 	struct hpkt h;
 	uint64_t n0;
 
+	setenv("UROCE_RETRANS", "gbn", 1); /* selective repeat: the next case */
 	fx_open(&f);
 	n0 = CNT(SIDE_B, seq_naks_sent);
 	h = fx_write(&f);
@@ -605,6 +606,43 @@ T_CASE(psn_far_ahead_naked_not_placed)
 	T_EQ_INT(CNT(SIDE_B, seq_naks_sent), n0 + 1);
 	fx_untouched(&f);
 	fx_alive(&f, 105);
+	fx_close(&f);
+}
+
+/* Selective repeat: a valid WRITE ahead of ePSN inside the window is
+ * placed at once and SACKed (that is the point: IRN-style responders
+ * accept the connected peer's packets anywhere in the window); one with a
+ * wrong rkey, or beyond the window, is not placed; the QP goes on. */
+T_CASE(sr_ahead_placed_in_window_only)
+{
+	struct fx f;
+	struct hpkt h;
+	uint64_t s0, a0;
+
+	setenv("UROCE_RETRANS", "sr", 1);
+	fx_open(&f);
+	s0 = CNT(SIDE_B, sr_sacks_sent);
+	a0 = CNT(SIDE_B, sr_placed_ahead);
+	h = fx_write(&f);
+	h.psn = psn_add(f.epsn, 1000);
+	inject(&f, f.sport, &h, 0);
+	WAIT_CNT(SIDE_B, sr_sacks_sent, s0 + 1);
+	T_EQ_INT(CNT(SIDE_B, sr_placed_ahead), a0 + 1);
+	T_ASSERTF(!memcmp(f.tgt.p + HOST_OFF, f.pay, PAYLEN), "WRITE 1000 ahead not placed");
+	/* restore the canary, then: wrong rkey, beyond the window, far ahead */
+	tv_canary(f.tgt.p, TGT_LEN);
+	h.psn = psn_add(f.epsn, 1001);
+	h.rkey ^= 0x5a5a0000;
+	inject(&f, f.sport, &h, 0);
+	h.rkey = f.tgt.mr->rkey;
+	h.psn = psn_add(f.epsn, 4096);
+	inject(&f, f.sport, &h, 0);
+	h.psn = psn_add(f.epsn, 0x7fffff);
+	inject(&f, f.sport, &h, 0);
+	tv_msleep(50);
+	T_EQ_INT(CNT(SIDE_B, sr_placed_ahead), a0 + 1);
+	fx_untouched(&f);
+	fx_alive(&f, 107);
 	fx_close(&f);
 }
 
