@@ -213,12 +213,8 @@ void uroce_eng_detach(struct uroce_engine *e, struct uroce_qp *qp)
 
 void uroce_eng_forget_mr(struct uroce_engine *e, const struct uroce_mr *mr)
 {
-	for (struct uroce_qp *qp = e->all; qp; qp = qp->all_next) {
-		if (qp->stage.mr == mr)
-			qp->stage.mr = NULL;
-		if (qp->rxs.mr == mr)
-			uroce_place_flush(qp);
-	}
+	for (struct uroce_qp *qp = e->all; qp; qp = qp->all_next)
+		uroce_stage_forget(qp, mr);
 }
 
 int uroce_eng_watch(struct uroce_engine *e, struct uroce_qp *qp)
@@ -730,8 +726,8 @@ static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
 			}
 		}
 		uroce_resp_flush_ack(e, qp, e->now);
-		if (qp->rxs.len)
-			uroce_place_flush(qp);
+		if (qp->rxs.len && uroce_place_kick(qp))
+			uroce_place_flush(qp); /* the error shows at the next ACK or CQE */
 		if (n < RX_BATCH)
 			break;
 	}

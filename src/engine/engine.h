@@ -181,27 +181,39 @@ struct uroce_qp {
 	void *wrx;                   /* ibv_wr_* pending list (verbs.c) */
 
 	/* Staging for sends out of CUDA memory (engine thread): a window of
-	 * device memory copied to pinned host memory, packets point into it. */
+	 * device memory copied to pinned host memory, packets point into it;
+	 * while it is served, the next window of the same message is copied
+	 * into the other buffer on the QP's own stream (docs/design.md). */
 	struct {
-		uint8_t *buf;
+		uint8_t *buf[2];
 		size_t cap;
-		int pinned;
+		int pinned[2];
+		int cur;                    /* buf[cur] holds the window served */
 		const struct uroce_mr *mr;  /* whose bytes are staged, NULL: none */
 		uint64_t key;               /* the WQE or READ they belong to */
 		uint64_t next_key;
 		uint64_t va;                /* first staged address (MR's iova space) */
 		size_t len;
+		const struct uroce_mr *pf_mr; /* the next window, in buf[cur ^ 1] */
+		uint64_t pf_key, pf_va;
+		size_t pf_len;
+		void *pf_ev;                /* set when its copy finished */
 	} stage;
 	/* Staging for placements into CUDA memory: contiguous payloads are
-	 * gathered in pinned memory and copied to the GPU in one go, always
-	 * before anything (ACK, CQE, READ) could reveal them as done. */
+	 * gathered in pinned memory and copied to the GPU asynchronously,
+	 * one buffer filling while the other is copied; nothing (ACK, CQE,
+	 * READ) reveals them as done before their copy completed. */
 	struct {
-		uint8_t *buf;
-		size_t cap, len;
-		int pinned;
+		uint8_t *buf[2];
+		size_t cap, len;            /* len: bytes gathered in buf[cur] */
+		int pinned[2];
+		int cur;
 		const struct uroce_mr *mr;
 		uint64_t va;
+		void *ev[2];
+		int busy[2];                /* buf[i]'s copy to the GPU is in flight */
 	} rxs;
+	void *cu_stream, *cu_ctx;    /* the QP's copy stream and its CUDA context */
 
 	/* Selective repeat state, allocated on first use, cleared by resets,
 	 * freed with the QP. srx: responder (UROCE_RETRANS=sr). sr_sack:
@@ -398,14 +410,24 @@ uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t ke
 		     size_t len, size_t want);
 /* Forgets staged bytes of an MR being deregistered (engine thread). */
 void uroce_eng_forget_mr(struct uroce_engine *e, const struct uroce_mr *mr);
+void uroce_stage_forget(struct uroce_qp *qp, const struct uroce_mr *mr);
 /* Copies a packet's pieces into the stage as one run (qp.c). */
 uint8_t *uroce_stage_linear(struct uroce_qp *qp, const struct uroce_mr *cudamr, size_t len);
 void uroce_stage_free(struct uroce_qp *qp);
 /* Writes payload into an MR (host: memcpy; CUDA: staged). 0 or -1. */
 int uroce_place(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t va, const void *src,
 		size_t len);
-/* Pushes staged placements to the GPU. 0 or -1 (then the QP fails). */
+/* Pushes staged placements to the GPU and waits for them. 0 or -1 (then
+ * the QP fails). */
 int uroce_place_flush(struct uroce_qp *qp);
+/* Starts copying what was gathered, without waiting. 0 or -1. */
+int uroce_place_kick(struct uroce_qp *qp);
+/* 1 while placements may still be on their way to the GPU. */
+int uroce_place_pending(struct uroce_qp *qp);
+static inline int uroce_place_dirty(const struct uroce_qp *qp)
+{
+	return qp->rxs.len || qp->rxs.busy[0] || qp->rxs.busy[1];
+}
 
 /* qp.c: state changes, completions and flushes (engine thread). */
 int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, int solicited);

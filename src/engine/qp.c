@@ -303,26 +303,101 @@ void uroce_qp_disconnect(struct uroce_qp *qp)
 }
 
 
-static int stage_alloc(struct uroce_qp *qp, const struct uroce_mr *mr)
+/* The QP's copy stream, in the context of mr; NULL: copy synchronously
+ * (no asynchronous API, another GPU's context, or UROCE_CUDA_ASYNC=0). */
+static void *stream_for(struct uroce_qp *qp, const struct uroce_mr *mr)
 {
-	if (qp->stage.buf)
-		return 0;
-	qp->stage.buf = uroce_cuda_host_alloc(mr->cuctx, STAGE_CAP, &qp->stage.pinned);
-	qp->stage.cap = qp->stage.buf ? STAGE_CAP : 0;
-	return qp->stage.buf ? 0 : -1;
+	if (!qp->cu_ctx) {
+		qp->cu_ctx = mr->cuctx;
+		qp->cu_stream = uroce_cuda_stream_new(mr->cuctx);
+		if (qp->cu_stream) {
+			qp->stage.pf_ev = uroce_cuda_event_new(mr->cuctx);
+			qp->rxs.ev[0] = uroce_cuda_event_new(mr->cuctx);
+			qp->rxs.ev[1] = uroce_cuda_event_new(mr->cuctx);
+			if (!qp->stage.pf_ev || !qp->rxs.ev[0] || !qp->rxs.ev[1]) {
+				uroce_cuda_stream_free(mr->cuctx, qp->cu_stream);
+				qp->cu_stream = NULL;
+			}
+		}
+	}
+	return qp->cu_ctx == mr->cuctx ? qp->cu_stream : NULL;
 }
 
-/* Staging keeps the last window of device memory read: sequential packets
- * of a message are served from one large copy. Before the window moves,
- * the tx batch (whose iovecs may point into it) is flushed. */
-int uroce_place_flush(struct uroce_qp *qp)
+static int bufs_alloc(uint8_t **buf, int *pinned, size_t *cap, const struct uroce_mr *mr)
 {
-	int r = 0;
+	if (buf[0])
+		return 0;
+	buf[0] = uroce_cuda_host_alloc(mr->cuctx, STAGE_CAP, &pinned[0]);
+	buf[1] = buf[0] ? uroce_cuda_host_alloc(mr->cuctx, STAGE_CAP, &pinned[1]) : NULL;
+	if (!buf[1]) {
+		if (buf[0])
+			uroce_cuda_host_free(buf[0], pinned[0]);
+		buf[0] = NULL;
+		*cap = 0;
+		return -1;
+	}
+	*cap = STAGE_CAP;
+	return 0;
+}
 
-	if (qp->rxs.len && qp->rxs.mr)
-		r = uroce_mr_write(qp->rxs.mr, qp->rxs.va, qp->rxs.buf, qp->rxs.len);
+/* ---- placements into GPU memory ---- */
+
+/* Waits for buf[i]'s copy. */
+static int rxs_wait(struct uroce_qp *qp, int i)
+{
+	if (!qp->rxs.busy[i])
+		return 0;
+	qp->rxs.busy[i] = 0;
+	return uroce_cuda_event_wait(qp->cu_ctx, qp->rxs.ev[i]);
+}
+
+int uroce_place_kick(struct uroce_qp *qp)
+{
+	int i = qp->rxs.cur, r = 0;
+	void *st;
+
+	if (!qp->rxs.len || !qp->rxs.mr)
+		return 0;
+	st = stream_for(qp, qp->rxs.mr);
+	if (!st) {
+		r = uroce_mr_write(qp->rxs.mr, qp->rxs.va, qp->rxs.buf[i], qp->rxs.len);
+	} else if (!(r = uroce_cuda_copy_async(qp->cu_ctx, st, 1, qp->rxs.buf[i],
+					       qp->rxs.mr->dev + (qp->rxs.va - qp->rxs.mr->iova),
+					       qp->rxs.len)) &&
+		   !(r = uroce_cuda_event_record(qp->cu_ctx, qp->rxs.ev[i], st))) {
+		qp->rxs.busy[i] = 1;
+		/* fill the other buffer next, once its copy is done */
+		qp->rxs.cur = i ^ 1;
+		r = rxs_wait(qp, i ^ 1);
+	}
 	qp->rxs.len = 0;
 	qp->rxs.mr = NULL;
+	return r;
+}
+
+int uroce_place_pending(struct uroce_qp *qp)
+{
+	int pending = 0;
+
+	for (int i = 0; i < 2; i++) {
+		if (!qp->rxs.busy[i])
+			continue;
+		if (uroce_cuda_event_done(qp->cu_ctx, qp->rxs.ev[i]) != 0)
+			qp->rxs.busy[i] = 0; /* done (an error shows in the flush) */
+		else
+			pending = 1;
+	}
+	return pending;
+}
+
+int uroce_place_flush(struct uroce_qp *qp)
+{
+	int r = uroce_place_kick(qp);
+
+	if (rxs_wait(qp, 0))
+		r = -1;
+	if (rxs_wait(qp, 1))
+		r = -1;
 	return r;
 }
 
@@ -333,23 +408,61 @@ int uroce_place(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t va, con
 		return uroce_mr_write(mr, va, src, len);
 	if (qp->rxs.mr == mr && va == qp->rxs.va + qp->rxs.len &&
 	    qp->rxs.len + len <= qp->rxs.cap) {
-		memcpy(qp->rxs.buf + qp->rxs.len, src, len);
+		memcpy(qp->rxs.buf[qp->rxs.cur] + qp->rxs.len, src, len);
 		qp->rxs.len += len;
 		return 0;
 	}
-	if (uroce_place_flush(qp))
+	if (uroce_place_kick(qp))
 		return -1;
-	if (!qp->rxs.buf) {
-		qp->rxs.buf = uroce_cuda_host_alloc(mr->cuctx, STAGE_CAP, &qp->rxs.pinned);
-		qp->rxs.cap = qp->rxs.buf ? STAGE_CAP : 0;
+	if (bufs_alloc(qp->rxs.buf, qp->rxs.pinned, &qp->rxs.cap, mr) || len > qp->rxs.cap) {
+		/* no staging: the slow way, after what is in flight */
+		return uroce_place_flush(qp) ? -1 : uroce_mr_write(mr, va, src, len);
 	}
-	if (len > qp->rxs.cap)
-		return uroce_mr_write(mr, va, src, len);
-	memcpy(qp->rxs.buf, src, len);
+	memcpy(qp->rxs.buf[qp->rxs.cur], src, len);
 	qp->rxs.mr = mr;
 	qp->rxs.va = va;
 	qp->rxs.len = len;
 	return 0;
+}
+
+/* ---- sends out of GPU memory ---- */
+
+/* Waits for the prefetch and forgets it. */
+static int pf_drop(struct uroce_qp *qp)
+{
+	int r = 0;
+
+	if (qp->stage.pf_mr)
+		r = uroce_cuda_event_wait(qp->cu_ctx, qp->stage.pf_ev);
+	qp->stage.pf_mr = NULL;
+	return r;
+}
+
+/* Starts copying the window after the current one into the other buffer,
+ * if the message goes on there (end: the first address after it). */
+static void pf_start(struct uroce_qp *qp, uint64_t end)
+{
+	uint64_t va = qp->stage.va + qp->stage.len;
+	const struct uroce_mr *mr = qp->stage.mr;
+	void *st;
+
+	if (qp->stage.pf_mr || !mr || end <= va || !(st = stream_for(qp, mr)))
+		return;
+	/* packets still queued may point into the other buffer */
+	uroce_eng_flush(qp->ctx->eng);
+	if (va >= mr->iova + mr->length)
+		return;
+	qp->stage.pf_len = MIN((size_t)(end - va), qp->stage.cap);
+	qp->stage.pf_len = MIN(qp->stage.pf_len, (size_t)(mr->iova + mr->length - va));
+	if (uroce_cuda_copy_async(qp->cu_ctx, st, 0, qp->stage.buf[qp->stage.cur ^ 1],
+				  mr->dev + (va - mr->iova), qp->stage.pf_len) ||
+	    uroce_cuda_event_record(qp->cu_ctx, qp->stage.pf_ev, st)) {
+		uroce_cuda_event_wait(qp->cu_ctx, qp->stage.pf_ev);
+		return;
+	}
+	qp->stage.pf_mr = mr;
+	qp->stage.pf_key = qp->stage.key;
+	qp->stage.pf_va = va;
 }
 
 uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t key, uint64_t va,
@@ -358,42 +471,87 @@ uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t ke
 	size_t n;
 
 	/* bytes written by the peer must be in the GPU before we read it */
-	if (qp->rxs.len && uroce_place_flush(qp))
+	if (uroce_place_dirty(qp) && uroce_place_flush(qp))
 		return NULL;
 	/* A hit needs the same WQE (or READ): the application may change its
 	 * buffer between two work requests. */
 	if (qp->stage.mr == mr && qp->stage.key == key && va >= qp->stage.va &&
-	    va + len <= qp->stage.va + qp->stage.len)
-		return qp->stage.buf + (va - qp->stage.va);
-	if (stage_alloc(qp, mr) || len > qp->stage.cap)
+	    va + len <= qp->stage.va + qp->stage.len) {
+		pf_start(qp, va + want);
+		return qp->stage.buf[qp->stage.cur] + (va - qp->stage.va);
+	}
+	if (bufs_alloc(qp->stage.buf, qp->stage.pinned, &qp->stage.cap, mr) || len > qp->stage.cap)
 		return NULL;
+	/* packets queued may point into the window about to change */
 	uroce_eng_flush(qp->ctx->eng);
+	if (qp->stage.pf_mr == mr && qp->stage.pf_key == key && va >= qp->stage.pf_va &&
+	    va + len <= qp->stage.pf_va + qp->stage.pf_len) {
+		/* the prefetched window: wait for it and serve from it */
+		qp->stage.mr = NULL;
+		if (pf_drop(qp))
+			return NULL;
+		qp->stage.cur ^= 1;
+		qp->stage.mr = mr;
+		qp->stage.key = key;
+		qp->stage.va = qp->stage.pf_va;
+		qp->stage.len = qp->stage.pf_len;
+		pf_start(qp, va + want);
+		return qp->stage.buf[qp->stage.cur] + (va - qp->stage.va);
+	}
+	if (pf_drop(qp))
+		return NULL;
 	n = MIN(MAX(len, want), qp->stage.cap);
 	qp->stage.mr = NULL;
-	if (uroce_mr_read(mr, va, qp->stage.buf, n))
+	if (uroce_mr_read(mr, va, qp->stage.buf[qp->stage.cur], n))
 		return NULL;
 	qp->stage.mr = mr;
 	qp->stage.key = key;
 	qp->stage.va = va;
 	qp->stage.len = n;
-	return qp->stage.buf;
+	pf_start(qp, va + want);
+	return qp->stage.buf[qp->stage.cur];
 }
 
 uint8_t *uroce_stage_linear(struct uroce_qp *qp, const struct uroce_mr *cudamr, size_t len)
 {
-	if (stage_alloc(qp, cudamr) || len > qp->stage.cap)
+	if (bufs_alloc(qp->stage.buf, qp->stage.pinned, &qp->stage.cap, cudamr) ||
+	    len > qp->stage.cap)
 		return NULL;
 	uroce_eng_flush(qp->ctx->eng);
+	if (pf_drop(qp))
+		return NULL;
 	qp->stage.mr = NULL;
-	return qp->stage.buf;
+	return qp->stage.buf[qp->stage.cur];
+}
+
+/* An MR is going away: nothing of it may stay staged or in flight. */
+void uroce_stage_forget(struct uroce_qp *qp, const struct uroce_mr *mr)
+{
+	if (qp->stage.pf_mr == mr)
+		pf_drop(qp);
+	if (qp->stage.mr == mr)
+		qp->stage.mr = NULL;
+	if (qp->rxs.mr == mr || qp->rxs.busy[0] || qp->rxs.busy[1])
+		uroce_place_flush(qp);
 }
 
 void uroce_stage_free(struct uroce_qp *qp)
 {
-	if (qp->stage.buf)
-		uroce_cuda_host_free(qp->stage.buf, qp->stage.pinned);
+	pf_drop(qp);
+	uroce_place_flush(qp);
+	for (int i = 0; i < 2; i++) {
+		if (qp->stage.buf[i])
+			uroce_cuda_host_free(qp->stage.buf[i], qp->stage.pinned[i]);
+		if (qp->rxs.buf[i])
+			uroce_cuda_host_free(qp->rxs.buf[i], qp->rxs.pinned[i]);
+		if (qp->rxs.ev[i])
+			uroce_cuda_event_free(qp->cu_ctx, qp->rxs.ev[i]);
+	}
+	if (qp->stage.pf_ev)
+		uroce_cuda_event_free(qp->cu_ctx, qp->stage.pf_ev);
+	if (qp->cu_stream)
+		uroce_cuda_stream_free(qp->cu_ctx, qp->cu_stream);
 	memset(&qp->stage, 0, sizeof(qp->stage));
-	if (qp->rxs.buf)
-		uroce_cuda_host_free(qp->rxs.buf, qp->rxs.pinned);
 	memset(&qp->rxs, 0, sizeof(qp->rxs));
+	qp->cu_stream = qp->cu_ctx = NULL;
 }

@@ -256,7 +256,7 @@ static void retire(struct uroce_qp *qp)
 
 	qp->req.stall_until = 0;
 	/* READ data headed for the GPU is there before its CQE */
-	if (qp->rxs.len && uroce_place_flush(qp)) {
+	if (uroce_place_dirty(qp) && uroce_place_flush(qp)) {
 		fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
 		return;
 	}

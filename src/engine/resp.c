@@ -34,7 +34,7 @@ static void send_aeth_sack(struct uroce_engine *e, struct uroce_qp *qp, uint8_t 
 	struct uroce_txpkt tp;
 
 	/* An ACK says the data is placed: GPU placements go out first. */
-	if (qp->rxs.len && uroce_place_flush(qp) && (syndrome & AETH_TYPE_MASK) == AETH_ACK)
+	if (uroce_place_dirty(qp) && uroce_place_flush(qp) && (syndrome & AETH_TYPE_MASK) == AETH_ACK)
 		syndrome = AETH_NAK | NAK_REM_OP_ERR;
 
 	memset(&tp, 0, sizeof(tp));
@@ -65,6 +65,14 @@ void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t 
 	if (qp->eng_state != IBV_QPS_RTR && qp->eng_state != IBV_QPS_RTS &&
 	    qp->eng_state != IBV_QPS_SQD && qp->eng_state != IBV_QPS_SQE)
 		return;
+	/* An ACK says the data is placed: with payload on its way to the GPU
+	 * it waits, without blocking the engine, until the copies are done
+	 * (an error shows as a NAK from send_aeth). */
+	if (uroce_place_dirty(qp) && !uroce_place_kick(qp) && uroce_place_pending(qp)) {
+		qp->resp.ack_now = 1;
+		qp->resp.ack_deadline = now + 2000;
+		return;
+	}
 	send_aeth(e, qp, AETH_ACK | AETH_ACK_NO_CREDIT, ack_psn(qp));
 	qp->resp.ack_now = 0;
 	qp->resp.unacked = 0;
@@ -192,7 +200,7 @@ static void complete_recv(struct uroce_qp *qp, const struct wire_pkt *p, enum ib
 		wc.wc_flags |= IBV_WC_WITH_INV;
 		wc.invalidated_rkey = ntohl(p->imm_be);
 	}
-	if (qp->rxs.len && uroce_place_flush(qp))
+	if (uroce_place_dirty(qp) && uroce_place_flush(qp))
 		wc.status = IBV_WC_LOC_PROT_ERR;
 	uroce_trace("cqe", "qpn=0x%x wr_id=%llu status=0 opcode=%d byte_len=%u", qp->qpn,
 		    (unsigned long long)wc.wr_id, (int)op, byte_len);

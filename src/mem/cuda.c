@@ -25,12 +25,24 @@ enum {
 static struct {
 	int tried, ok;
 	CUresult (*ptr_attr)(void *, int, CUdeviceptr);
+	CUresult (*ptr_attrs)(unsigned int, int *, void **, CUdeviceptr);
 	CUresult (*ctx_set)(CUcontext);
 	CUresult (*dtoh)(void *, CUdeviceptr, size_t);
 	CUresult (*htod)(CUdeviceptr, const void *, size_t);
 	CUresult (*host_alloc)(void **, size_t, unsigned int);
 	CUresult (*host_free)(void *);
 	CUresult (*err_str)(CUresult, const char **);
+	/* asynchronous copies (optional: without them copies are synchronous) */
+	CUresult (*stream_new)(void **, unsigned int);
+	CUresult (*stream_free)(void *);
+	CUresult (*dtoh_async)(void *, CUdeviceptr, size_t, void *);
+	CUresult (*htod_async)(CUdeviceptr, const void *, size_t, void *);
+	CUresult (*ev_new)(void **, unsigned int);
+	CUresult (*ev_free)(void *);
+	CUresult (*ev_record)(void *, void *);
+	CUresult (*ev_query)(void *);
+	CUresult (*ev_sync)(void *);
+	int async;
 } cu;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -52,6 +64,7 @@ static int load(void)
 	if (!h)
 		goto out;
 	cu.ptr_attr = (CUresult(*)(void *, int, CUdeviceptr))dlsym(h, "cuPointerGetAttribute");
+	cu.ptr_attrs = (CUresult(*)(unsigned int, int *, void **, CUdeviceptr))dlsym(h, "cuPointerGetAttributes");
 	cu.ctx_set = (CUresult(*)(CUcontext))dlsym(h, "cuCtxSetCurrent");
 	cu.dtoh = (CUresult(*)(void *, CUdeviceptr, size_t))dlsym(h, "cuMemcpyDtoH_v2");
 	cu.htod = (CUresult(*)(CUdeviceptr, const void *, size_t))dlsym(h, "cuMemcpyHtoD_v2");
@@ -59,6 +72,18 @@ static int load(void)
 	cu.host_free = (CUresult(*)(void *))dlsym(h, "cuMemFreeHost");
 	cu.err_str = (CUresult(*)(CUresult, const char **))dlsym(h, "cuGetErrorString");
 	cu.ok = cu.ptr_attr && cu.ctx_set && cu.dtoh && cu.htod;
+	cu.stream_new = (CUresult(*)(void **, unsigned int))dlsym(h, "cuStreamCreate");
+	cu.stream_free = (CUresult(*)(void *))dlsym(h, "cuStreamDestroy_v2");
+	cu.dtoh_async = (CUresult(*)(void *, CUdeviceptr, size_t, void *))dlsym(h, "cuMemcpyDtoHAsync_v2");
+	cu.htod_async = (CUresult(*)(CUdeviceptr, const void *, size_t, void *))dlsym(h, "cuMemcpyHtoDAsync_v2");
+	cu.ev_new = (CUresult(*)(void **, unsigned int))dlsym(h, "cuEventCreate");
+	cu.ev_free = (CUresult(*)(void *))dlsym(h, "cuEventDestroy_v2");
+	cu.ev_record = (CUresult(*)(void *, void *))dlsym(h, "cuEventRecord");
+	cu.ev_query = (CUresult(*)(void *))dlsym(h, "cuEventQuery");
+	cu.ev_sync = (CUresult(*)(void *))dlsym(h, "cuEventSynchronize");
+	cu.async = cu.ok && cu.stream_new && cu.stream_free && cu.dtoh_async && cu.htod_async &&
+		   cu.ev_new && cu.ev_free && cu.ev_record && cu.ev_query && cu.ev_sync &&
+		   !(getenv("UROCE_CUDA_ASYNC") && !strcmp(getenv("UROCE_CUDA_ASYNC"), "0"));
 	if (!cu.ok)
 		uroce_warn("libcuda is loaded but lacks the driver API uroce needs");
 out:
@@ -90,6 +115,20 @@ int uroce_cuda_probe(const void *addr, void **cuctx)
 
 	if (!load())
 		return 0;
+	if (cu.ptr_attrs) {
+		/* Unlike cuPointerGetAttribute, this one answers for memory
+		 * CUDA does not know (type 0) instead of failing, so probing
+		 * host buffers is not an API error (compute-sanitizer clean). */
+		int which[3] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+				 CU_POINTER_ATTRIBUTE_CONTEXT };
+		void *data[3] = { &type, &managed, cuctx };
+
+		*cuctx = NULL;
+		r = cu.ptr_attrs(3, which, data, (CUdeviceptr)(uintptr_t)addr);
+		if (r)
+			return 0; /* CUDA not initialised in this process: host memory */
+		return type == CU_MEMORYTYPE_DEVICE && !managed && *cuctx;
+	}
 	r = cu.ptr_attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)addr);
 	if (r)
 		return 0; /* not memory CUDA knows: host memory */
@@ -155,4 +194,81 @@ void uroce_cuda_host_free(void *p, int pinned)
 		cu.host_free(p);
 	else
 		free(p);
+}
+
+/* ---- asynchronous copies ---- */
+
+enum { CU_STREAM_NON_BLOCKING = 1, CU_EVENT_DISABLE_TIMING = 2, CUDA_ERROR_NOT_READY = 600 };
+
+void *uroce_cuda_stream_new(void *cuctx)
+{
+	void *s = NULL;
+
+	if (!cu.async || use_ctx(cuctx))
+		return NULL;
+	return cu.stream_new(&s, CU_STREAM_NON_BLOCKING) ? NULL : s;
+}
+
+void uroce_cuda_stream_free(void *cuctx, void *stream)
+{
+	if (stream && !use_ctx(cuctx))
+		cu.stream_free(stream);
+}
+
+int uroce_cuda_copy_async(void *cuctx, void *stream, int dir, void *host, uint64_t dev, size_t len)
+{
+	CUresult r;
+
+	if (!cu.async || use_ctx(cuctx))
+		return -1;
+	r = dir ? cu.htod_async((CUdeviceptr)dev, host, len, stream)
+		: cu.dtoh_async(host, (CUdeviceptr)dev, len, stream);
+	return r ? fail(dir ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync", r) : 0;
+}
+
+void *uroce_cuda_event_new(void *cuctx)
+{
+	void *e = NULL;
+
+	if (!cu.async || use_ctx(cuctx))
+		return NULL;
+	return cu.ev_new(&e, CU_EVENT_DISABLE_TIMING) ? NULL : e;
+}
+
+void uroce_cuda_event_free(void *cuctx, void *ev)
+{
+	if (ev && !use_ctx(cuctx))
+		cu.ev_free(ev);
+}
+
+int uroce_cuda_event_record(void *cuctx, void *ev, void *stream)
+{
+	CUresult r;
+
+	if (use_ctx(cuctx))
+		return -1;
+	r = cu.ev_record(ev, stream);
+	return r ? fail("cuEventRecord", r) : 0;
+}
+
+int uroce_cuda_event_done(void *cuctx, void *ev)
+{
+	CUresult r;
+
+	if (use_ctx(cuctx))
+		return -1;
+	r = cu.ev_query(ev);
+	if (r == CUDA_ERROR_NOT_READY)
+		return 0;
+	return r ? fail("cuEventQuery", r) : 1;
+}
+
+int uroce_cuda_event_wait(void *cuctx, void *ev)
+{
+	CUresult r;
+
+	if (use_ctx(cuctx))
+		return -1;
+	r = cu.ev_sync(ev);
+	return r ? fail("cuEventSynchronize", r) : 0;
 }

@@ -20,6 +20,21 @@ int uroce_cuda_htod(void *cuctx, uint64_t dst_dev, const void *src, size_t len);
 /* Pinned host memory for staging (falls back to malloc). */
 void *uroce_cuda_host_alloc(void *cuctx, size_t len, int *pinned);
 void uroce_cuda_host_free(void *p, int pinned);
+
+/* Asynchronous copies on a stream of uroce's own (non-blocking: it never
+ * waits for the application's work on the legacy default stream, as a
+ * NIC's DMA does not), and events to know when they are done. */
+void *uroce_cuda_stream_new(void *cuctx);
+void uroce_cuda_stream_free(void *cuctx, void *stream);
+/* dir 0: device to host, 1: host to device. 0 or -1. */
+int uroce_cuda_copy_async(void *cuctx, void *stream, int dir, void *host, uint64_t dev,
+			  size_t len);
+void *uroce_cuda_event_new(void *cuctx);
+void uroce_cuda_event_free(void *cuctx, void *ev);
+int uroce_cuda_event_record(void *cuctx, void *ev, void *stream);
+/* 1 done, 0 not yet, -1 error. */
+int uroce_cuda_event_done(void *cuctx, void *ev);
+int uroce_cuda_event_wait(void *cuctx, void *ev);
 const char *uroce_cuda_error(void);
 
 #endif

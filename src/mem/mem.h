@@ -18,6 +18,8 @@ struct uroce_mr {
 	int kind;                /* UROCE_MEM_HOST or UROCE_MEM_CUDA */
 	void *cuctx;             /* CUDA: the owning context */
 	uint64_t dev;            /* CUDA: device address of iova */
+	void *dmabuf_map;        /* ibv_reg_dmabuf_mr of a mappable dma-buf */
+	size_t dmabuf_len;
 };
 
 enum { UROCE_MEM_HOST = 0, UROCE_MEM_CUDA = 1 };

@@ -10,7 +10,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #undef ibv_reg_mr
@@ -154,10 +157,86 @@ UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_
 	return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned int)access);
 }
 
+/* Reads a dma-buf's exporter and size from /proc/self/fdinfo. 0, or an
+ * errno: EBADF (no such fd), EINVAL (not a dma-buf). */
+static int dmabuf_info(int fd, char *exp, size_t explen, uint64_t *size)
+{
+	char path[64], line[256];
+	FILE *f;
+	int have = 0;
+
+	if (fd < 0 || fcntl(fd, F_GETFD) < 0)
+		return EBADF;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	if (!f)
+		return EINVAL;
+	exp[0] = 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long v;
+
+		if (sscanf(line, "size: %llu", &v) == 1) {
+			*size = v;
+			have |= 1;
+		} else if (sscanf(line, "exp_name: %63s", exp) == 1 && explen >= 64) {
+			have |= 2;
+		}
+	}
+	fclose(f);
+	return have == 3 ? 0 : EINVAL;
+}
+
+/* ibv_reg_dmabuf_mr(3). uroce has no kernel driver to pin and map the
+ * buffer's pages, so it reaches the memory the way the exporter allows a
+ * process to: a dma-buf that can be mmap'ed (udmabuf, DMA heaps) is host
+ * memory; one exported by CUDA (cuMemGetHandleForAddressRange, as NCCL and
+ * UCX do) is device memory at iova, which must then be the CUDA address of
+ * the range in this process (that is how those callers pass it), checked
+ * with cuPointerGetAttribute. */
 UROCE_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
 					      uint64_t iova, int fd, int access)
 {
-	/* dma-buf import needs a driver that maps the buffer; not yet. */
+	char exp[64];
+	uint64_t size = 0;
+	void *map, *cuctx;
+	struct ibv_mr *mr;
+	int ret = check_access(access);
+
+	if (!ret && (!length || (access & IBV_ACCESS_ZERO_BASED)))
+		ret = EINVAL;
+	if (!ret)
+		ret = dmabuf_info(fd, exp, sizeof(exp), &size);
+	if (!ret && (offset > size || length > size - offset))
+		ret = EINVAL;
+	if (ret) {
+		errno = ret;
+		return NULL;
+	}
+	map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map != MAP_FAILED) {
+		mr = ibv_reg_mr_iova2(pd, (uint8_t *)map + offset, length, iova, (unsigned int)access);
+		if (!mr) {
+			ret = errno;
+			munmap(map, (size_t)size);
+			errno = ret;
+			return NULL;
+		}
+		to_umr(mr)->dmabuf_map = map;
+		to_umr(mr)->dmabuf_len = (size_t)size;
+		uroce_info("dma-buf MR fd %d (%s) mapped as host memory", fd, exp);
+		return mr;
+	}
+	if (uroce_cuda_probe((void *)(uintptr_t)iova, &cuctx) == 1 &&
+	    uroce_cuda_probe((void *)(uintptr_t)(iova + length - 1), &cuctx) == 1) {
+		mr = ibv_reg_mr_iova2(pd, (void *)(uintptr_t)iova, length, iova, (unsigned int)access);
+		if (mr)
+			uroce_info("dma-buf MR fd %d (%s): CUDA memory at 0x%llx", fd, exp,
+				   (unsigned long long)iova);
+		return mr;
+	}
+	uroce_warn("ibv_reg_dmabuf_mr: dma-buf fd %d (exporter %s) cannot be mapped, and iova "
+		   "0x%llx is not CUDA device memory of this process",
+		   fd, exp, (unsigned long long)iova);
 	errno = EOPNOTSUPP;
 	return NULL;
 }
@@ -174,6 +253,8 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	 * no packet can still be using this MR (nor its staged bytes). */
 	uroce_eng_call(ctx, forget_mr_fn, &fa);
 	atomic_fetch_sub(&mr->pd->refs, 1);
+	if (mr->dmabuf_map)
+		munmap(mr->dmabuf_map, mr->dmabuf_len);
 	free(mr);
 	return 0;
 }

@@ -21,7 +21,10 @@ static struct {
 	CUresult (*htod)(CUdeviceptr, const void *, size_t);
 	CUresult (*dtoh)(void *, CUdeviceptr, size_t);
 	CUresult (*sync)(void);
+	CUresult (*range_handle)(void *, CUdeviceptr, size_t, int, unsigned long long);
+	CUresult (*attr)(int *, int, int);
 } cu;
+static int cu_dev;
 
 static void gpu_init(void)
 {
@@ -43,12 +46,15 @@ static void gpu_init(void)
 	SYM(htod, "cuMemcpyHtoD_v2");
 	SYM(dtoh, "cuMemcpyDtoH_v2");
 	SYM(sync, "cuCtxSynchronize");
+	SYM(range_handle, "cuMemGetHandleForAddressRange");
+	SYM(attr, "cuDeviceGetAttribute");
 #undef SYM
 	if (!cu.init || cu.init(0))
 		T_SKIP("cuInit failed: no usable NVIDIA GPU");
 	if (cu.dev_count(&n) || n < 1)
 		T_SKIP("no CUDA device");
 	T_EQ_INT(cu.dev_get(&dev, 0), 0);
+	cu_dev = dev;
 	T_EQ_INT(cu.ctx_retain(&ctx, dev), 0);
 	T_EQ_INT(cu.ctx_set(ctx), 0);
 }
@@ -155,6 +161,56 @@ T_CASE(gpu_to_gpu_all_ops)
 	}
 	gbuf_free(&a);
 	gbuf_free(&b);
+	tv_pair_close(&p);
+}
+
+/* ibv_reg_dmabuf_mr with a dma-buf of GPU memory from
+ * cuMemGetHandleForAddressRange, as NCCL registers its buffers: iova is
+ * the CUDA address, offset the distance from the exported (page-aligned)
+ * start. A WRITE into it and a READ out of it, checked on the GPU. */
+T_CASE(gpu_dmabuf_mr)
+{
+	struct tv_pair p;
+	struct gbuf g;
+	struct tv_buf h;
+	struct ibv_mr *mr;
+	size_t n = (2u << 20) + 5, span = 4u << 20;
+	int fd = -1, ok = 0;
+
+	gpu_init();
+	if (!cu.range_handle || !cu.attr ||
+	    cu.attr(&ok, 124 /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */, cu_dev) || !ok)
+		T_SKIP("this driver or GPU does not export dma-bufs");
+	pair_open(&p);
+	gbuf_alloc(&g, p.b.pd, span, 0);
+	T_EQ_INT(cu.range_handle(&fd, g.d, span, 1 /* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD */, 0), 0);
+	T_ASSERT(fd >= 0);
+	mr = ibv_reg_dmabuf_mr(p.b.pd, 4096, span - 4096, g.d + 4096, fd, TV_ACCESS_ALL);
+	T_ASSERTF(mr, "ibv_reg_dmabuf_mr: %s", strerror(errno));
+	/* offset and length are checked against the dma-buf's size */
+	errno = 0;
+	T_ASSERT(!ibv_reg_dmabuf_mr(p.b.pd, 4096, span, g.d + 4096, fd, TV_ACCESS_ALL));
+	T_EQ_INT(errno, EINVAL);
+	tv_buf_alloc(&h, p.a.pd, n, TV_ACCESS_ALL);
+	tv_fill(h.p, n, 21);
+	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, 1, &h, 0, n, g.d + 4096 + 3, mr->rkey, 0,
+			  IBV_SEND_SIGNALED), 0);
+	tv_expect_wc(p.a.scq, p.a.qp, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	gcheck(&g, 4096 + 3, n, 21);
+	gfill(&g, 4096 + 3, n, 22);
+	memset(h.p, 0, n);
+	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_READ, 2, &h, 0, n, g.d + 4096 + 3, mr->rkey, 0,
+			  IBV_SEND_SIGNALED), 0);
+	tv_expect_wc(p.a.scq, p.a.qp, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+	T_PATTERN(h.p, n, 22, 0);
+	/* outside the registered range: remote access error */
+	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, 3, &h, 0, 64, g.d, mr->rkey, 0,
+			  IBV_SEND_SIGNALED), 0);
+	tv_expect_wc(p.a.scq, p.a.qp, 3, IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_WRITE);
+	T_EQ_INT(ibv_dereg_mr(mr), 0);
+	close(fd);
+	tv_buf_free(&h);
+	gbuf_free(&g);
 	tv_pair_close(&p);
 }
 

@@ -1,5 +1,7 @@
 /* Object lifetime (PD, MR, CQ, QP), argument checking with the documented
  * errno values, the RC QP state machine, ibv_query_qp and work queue limits. */
+#include <sys/mman.h>
+
 #include "common.h"
 
 struct objs {
@@ -83,6 +85,41 @@ T_CASE(mr_reg_dereg)
 	T_EQ_INT(ibv_dereg_mr(m2), 0);
 	T_EQ_INT(ibv_dereg_mr(m3), 0);
 	free(buf);
+}
+
+/* ibv_reg_dmabuf_mr(3) argument checks: no fd, a closed fd, an fd that is
+ * not a dma-buf, zero length (mappable and CUDA dma-bufs: test_gpu). */
+T_CASE(mr_reg_dmabuf_bad_args)
+{
+	struct objs o;
+	int fd, pfd[2];
+
+	objs_open(&o);
+	errno = 0;
+	T_ASSERT(!ibv_reg_dmabuf_mr(o.pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE));
+	T_EQ_INT(errno, EBADF);
+	T_EQ_INT(pipe(pfd), 0);
+	close(pfd[1]);
+	errno = 0;
+	T_ASSERT(!ibv_reg_dmabuf_mr(o.pd, 0, 4096, 0, pfd[1], IBV_ACCESS_LOCAL_WRITE));
+	T_EQ_INT(errno, EBADF);
+	errno = 0;
+	T_ASSERT(!ibv_reg_dmabuf_mr(o.pd, 0, 4096, 0, pfd[0], IBV_ACCESS_LOCAL_WRITE));
+	T_EQ_INT(errno, EINVAL);
+	close(pfd[0]);
+	fd = memfd_create("not-a-dmabuf", 0);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(ftruncate(fd, 4096), 0);
+	errno = 0;
+	T_ASSERT(!ibv_reg_dmabuf_mr(o.pd, 0, 4096, 0, fd, IBV_ACCESS_LOCAL_WRITE));
+	T_EQ_INT(errno, EINVAL);
+	errno = 0;
+	T_ASSERT(!ibv_reg_dmabuf_mr(o.pd, 0, 0, 0, fd, IBV_ACCESS_LOCAL_WRITE));
+	T_EQ_INT(errno, EINVAL);
+	errno = 0;
+	T_ASSERT(!ibv_reg_dmabuf_mr(o.pd, 0, 4096, 0, fd, IBV_ACCESS_REMOTE_WRITE));
+	T_EQ_INT(errno, EINVAL); /* remote write needs local write */
+	close(fd);
 }
 
 T_CASE(mr_reg_64mib)
