@@ -26,26 +26,15 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "pair.h"
 
 struct side {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_comp_channel *ch;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
+	struct bench_side b;
 	struct ibv_mr *mr;
-	union ibv_gid gid;
 	uint8_t *buf;
 };
 
-static void die(const char *what)
+static void bench_die(const char *what)
 {
 	int e = errno ? errno : EINVAL;
 
@@ -55,69 +44,13 @@ static void die(const char *what)
 
 static void side_open(struct side *s, struct ibv_device *dev, size_t len, int depth)
 {
-	struct ibv_qp_init_attr ia = {
-		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = (uint32_t)depth, .max_recv_wr = 1, .max_send_sge = 1,
-			 .max_recv_sge = 1 },
-	};
-
-	if (!(s->ctx = ibv_open_device(dev)))
-		die("ibv_open_device");
-	if (ibv_query_gid(s->ctx, 1, 0, &s->gid))
-		die("ibv_query_gid");
-	if (!(s->pd = ibv_alloc_pd(s->ctx)))
-		die("ibv_alloc_pd");
-	if (!(s->ch = ibv_create_comp_channel(s->ctx)))
-		die("ibv_create_comp_channel");
-	if (!(s->cq = ibv_create_cq(s->ctx, depth + 1, NULL, s->ch, 0)))
-		die("ibv_create_cq");
-	ia.send_cq = ia.recv_cq = s->cq;
-	if (!(s->qp = ibv_create_qp(s->pd, &ia)))
-		die("ibv_create_qp");
+	bench_side_open(&s->b, dev, depth, 1);
 	if (!(s->buf = aligned_alloc(4096, len)))
-		die("aligned_alloc");
+		bench_die("aligned_alloc");
 	memset(s->buf, 0, len);
-	if (!(s->mr = ibv_reg_mr(s->pd, s->buf, len,
+	if (!(s->mr = ibv_reg_mr(s->b.pd, s->buf, len,
 				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)))
-		die("ibv_reg_mr");
-}
-
-static void connect_qp(struct side *s, const struct side *peer)
-{
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE,
-	};
-
-	if (ibv_modify_qp(s->qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("modify INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = 0;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(s->qp, &a,
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		die("modify RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = 0;
-	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(s->qp, &a,
-			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		die("modify RTS");
+		bench_die("ibv_reg_mr");
 }
 
 int main(int argc, char **argv)
@@ -149,24 +82,24 @@ int main(int argc, char **argv)
 	}
 	list = ibv_get_device_list(&ndev);
 	if (!list || ndev < 1)
-		die("ibv_get_device_list");
+		bench_die("ibv_get_device_list");
 	side_open(&a, list[0], size * (size_t)depth, depth);
 	side_open(&b, list[0], size * (size_t)depth, depth);
-	connect_qp(&a, &b);
-	connect_qp(&b, &a);
+	bench_connect(&a.b, &b.b);
+	bench_connect(&b.b, &a.b);
 	srand(7);
 	for (size_t i = 0; i < size * (size_t)depth; i++)
 		a.buf[i] = (uint8_t)(rand() | 1);
 
-	t0 = now_s();
+	t0 = bench_now();
 	t1 = t0 + secs;
-	if (event && ibv_req_notify_cq(a.cq, 0))
-		die("ibv_req_notify_cq");
+	if (event && ibv_req_notify_cq(a.b.cq, 0))
+		bench_die("ibv_req_notify_cq");
 	for (;;) {
 		struct ibv_wc wc[32];
 		int n;
 
-		while (inflight < depth && now_s() < t1) {
+		while (inflight < depth && bench_now() < t1) {
 			uint32_t slot = (uint32_t)(posted % (uint64_t)depth);
 			struct ibv_sge sge = { (uintptr_t)a.buf + slot * size, (uint32_t)size,
 					       a.mr->lkey };
@@ -177,8 +110,8 @@ int main(int argc, char **argv)
 
 			wr.wr.rdma.remote_addr = (uintptr_t)b.buf + slot * size;
 			wr.wr.rdma.rkey = b.mr->rkey;
-			if (ibv_post_send(a.qp, &wr, &badwr))
-				die("ibv_post_send");
+			if (ibv_post_send(a.b.qp, &wr, &badwr))
+				bench_die("ibv_post_send");
 			inflight++;
 			posted++;
 		}
@@ -188,20 +121,20 @@ int main(int argc, char **argv)
 			struct ibv_cq *cq;
 			void *cctx;
 
-			n = ibv_poll_cq(a.cq, 32, wc);
+			n = ibv_poll_cq(a.b.cq, 32, wc);
 			if (n == 0) {
-				if (ibv_get_cq_event(a.ch, &cq, &cctx))
-					die("ibv_get_cq_event");
+				if (ibv_get_cq_event(a.b.ch, &cq, &cctx))
+					bench_die("ibv_get_cq_event");
 				ibv_ack_cq_events(cq, 1);
-				if (ibv_req_notify_cq(a.cq, 0))
-					die("ibv_req_notify_cq");
+				if (ibv_req_notify_cq(a.b.cq, 0))
+					bench_die("ibv_req_notify_cq");
 				continue;
 			}
 		} else {
-			n = ibv_poll_cq(a.cq, 32, wc);
+			n = ibv_poll_cq(a.b.cq, 32, wc);
 		}
 		if (n < 0)
-			die("ibv_poll_cq");
+			bench_die("ibv_poll_cq");
 		for (int i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				printf("{\"ok\": false, \"failed_at\": \"completion\", \"error\": \"%s\"}\n",
@@ -212,7 +145,7 @@ int main(int argc, char **argv)
 			done++;
 		}
 	}
-	t1 = now_s();
+	t1 = bench_now();
 	if (done >= (uint64_t)depth)
 		bad = memcmp(a.buf, b.buf, size * (size_t)depth) != 0;
 	printf("{\"ok\": %s, \"size\": %zu, \"depth\": %d, \"wait\": \"%s\", \"secs\": %.3f, "

@@ -171,6 +171,11 @@ static void check_retrans(struct cdoc *cd, struct doc_check *c)
 			doc_add(c, "%s: seq_naks_rcvd: the peer saw gaps in this process's packets "
 				   "(packets on the way out were lost); go-back-N resends from the gap",
 				p->tag);
+		if (tot(p, CI(sr_retrans_pkts)) || tot(p, CI(sr_placed_ahead)))
+			doc_add(c, "%s: selective repeat: %llu packets resent selectively, %llu "
+				   "placed ahead of a gap (UROCE_RETRANS=sr on the receiving side)",
+				p->tag, (unsigned long long)tot(p, CI(sr_retrans_pkts)),
+				(unsigned long long)tot(p, CI(sr_placed_ahead)));
 		if (tot(p, CI(fault_dropped)) || p->faults[0]) {
 			faults = 1;
 			if (p->faults[0] && !fenv)
@@ -206,7 +211,8 @@ static void check_retrans(struct cdoc *cd, struct doc_check *c)
 		"fault injection is on: the loss is the test's (unset UROCE_LOSS, UROCE_DUP, "
 		"UROCE_REORDER, UROCE_CORRUPT, UROCE_DELAY_US); otherwise as for real loss: "
 		"`uroce doctor` (drops, sockbuf), `ip -s link`, switch port counters; make the "
-		"fabric lossless (PFC) or react earlier (ECN); a smaller window (UROCE_WINDOW) resends less" :
+		"fabric lossless (PFC) or react earlier (ECN); selective repeat (UROCE_RETRANS=sr "
+		"where WRITEs are received) resends only what was lost" :
 		"find where packets are lost: `uroce doctor` (drops, sockbuf: UDP receive buffer "
 		"errors), `ip -s link`, `nstat -az Udp*`, switch port counters; make the fabric "
 		"lossless (PFC) or react earlier (ECN); a smaller window (UROCE_WINDOW) resends less");

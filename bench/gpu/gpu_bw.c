@@ -29,84 +29,15 @@ static CUresult (*cuHostAlloc_)(void **, size_t, unsigned);
 static CUresult (*cuHtoD_)(CUdeviceptr, const void *, size_t);
 static CUresult (*cuDtoH_)(void *, CUdeviceptr, size_t);
 
-static double now(void)
-{
-	struct timespec ts;
+#include "../pair.h"
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#define side bench_side
+#define now bench_now
 
-struct side {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-};
-
-static void die(const char *what)
+static void bench_die(const char *what)
 {
 	perror(what);
 	exit(1);
-}
-
-static void open_side(struct side *s, struct ibv_device *dev)
-{
-	struct ibv_qp_init_attr ia = { 0 };
-
-	s->ctx = ibv_open_device(dev);
-	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
-	s->cq = s->pd ? ibv_create_cq(s->ctx, 1024, NULL, NULL, 0) : NULL;
-	if (!s->cq)
-		die("device setup");
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 256;
-	ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	s->qp = ibv_create_qp(s->pd, &ia);
-	if (!s->qp)
-		die("ibv_create_qp");
-}
-
-static void connect_qp(struct side *s, struct side *peer)
-{
-	struct ibv_qp_attr a;
-	union ibv_gid gid;
-
-	ibv_query_gid(peer->ctx, 1, 0, &gid);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					    IBV_QP_ACCESS_FLAGS))
-		die("INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = 0;
-	a.max_dest_rd_atomic = 16;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = gid;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-					    IBV_QP_MIN_RNR_TIMER))
-		die("RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = 0;
-	a.max_rd_atomic = 16;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		die("RTS");
 }
 
 /* Streams WRITEs of msg bytes (up to depth in flight) for ~secs; Gb/s.
@@ -139,7 +70,7 @@ static double write_run(struct side *a, void *src, struct ibv_mr *smr, uint64_t 
 			wr.wr.rdma.rkey = rkey;
 			tp = now();
 			if (ibv_post_send(a->qp, &wr, &bad))
-				die("post");
+				bench_die("post");
 			inflight++;
 		}
 		struct ibv_wc wc[16];
@@ -227,7 +158,7 @@ int main(int argc, char **argv)
 	}
 	if (cuMemAlloc_(&d1, big) || cuMemAlloc_(&d2, big) || cuHostAlloc_(&pin1, big, 0) ||
 	    cuHostAlloc_(&pin2, big, 0))
-		die("cuda alloc");
+		bench_die("cuda alloc");
 	memset(pin1, 1, big);
 	memset(pin2, 2, big);
 	t0 = now();
@@ -241,18 +172,18 @@ int main(int argc, char **argv)
 
 	l = ibv_get_device_list(NULL);
 	if (!l || !l[0])
-		die("no device (set UROCE_NETDEV=lo and run through uroce)");
-	open_side(&a, l[0]);
-	open_side(&b, l[0]);
-	connect_qp(&a, &b);
-	connect_qp(&b, &a);
+		bench_die("no device (set UROCE_NETDEV=lo and run through uroce)");
+	bench_side_open(&a, l[0], 256, 0);
+	bench_side_open(&b, l[0], 256, 0);
+	bench_connect(&a, &b);
+	bench_connect(&b, &a);
 	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	mh1 = ibv_reg_mr(a.pd, pin1, big, acc);
 	md1 = ibv_reg_mr(a.pd, (void *)(uintptr_t)d1, big, acc);
 	mh2 = ibv_reg_mr(b.pd, pin2, big, acc);
 	md2 = ibv_reg_mr(b.pd, (void *)(uintptr_t)d2, big, acc);
 	if (!mh1 || !md1 || !mh2 || !md2)
-		die("reg_mr");
+		bench_die("reg_mr");
 	/* Repeats interleaved (this machine is noisy): medians, and the
 	 * median of each repeat's own GPU/host ratio. */
 	{

@@ -240,32 +240,29 @@ int uroce_retrans_sr(void)
 	return 0;
 }
 
-void uroce_sr_clear_range(uint64_t *m, uint32_t psn, uint32_t n)
+/* Sets (v = 1) or clears (v = 0) the bits of n PSNs from psn on. */
+static void sr_fill_range(uint64_t *m, uint32_t psn, uint32_t n, int v)
 {
 	if (n >= SR_BITS) {
-		memset(m, 0, SR_BITS / 8);
+		memset(m, v ? 0xff : 0, SR_BITS / 8);
 		return;
 	}
 	for (; n && (psn % 64); n--, psn = psn_add(psn, 1))
-		sr_clear(m, psn);
+		v ? sr_set(m, psn) : sr_clear(m, psn);
 	for (; n >= 64; n -= 64, psn = psn_add(psn, 64))
-		m[(psn % SR_BITS) / 64] = 0;
+		m[(psn % SR_BITS) / 64] = v ? ~0ull : 0;
 	for (; n; n--, psn = psn_add(psn, 1))
-		sr_clear(m, psn);
+		v ? sr_set(m, psn) : sr_clear(m, psn);
+}
+
+void uroce_sr_clear_range(uint64_t *m, uint32_t psn, uint32_t n)
+{
+	sr_fill_range(m, psn, n, 0);
 }
 
 void uroce_sr_set_range(uint64_t *m, uint32_t psn, uint32_t n)
 {
-	if (n >= SR_BITS) {
-		memset(m, 0xff, SR_BITS / 8);
-		return;
-	}
-	for (; n && (psn % 64); n--, psn = psn_add(psn, 1))
-		sr_set(m, psn);
-	for (; n >= 64; n -= 64, psn = psn_add(psn, 64))
-		m[(psn % SR_BITS) / 64] = ~0ull;
-	for (; n; n--, psn = psn_add(psn, 1))
-		sr_set(m, psn);
+	sr_fill_range(m, psn, n, 1);
 }
 
 uint32_t uroce_qpn_port(uint32_t qpn)
