@@ -289,6 +289,12 @@ struct tv_side {
 };
 
 /* What one side tells the other: QP address plus up to 4 memory regions. */
+/* Tests send only over loopback unless told otherwise (UROCE_NETDEV). */
+__attribute__((constructor)) static void tv_default_netdev(void)
+{
+	setenv("UROCE_NETDEV", "lo", 0);
+}
+
 struct tv_info {
 	uint32_t qpn, psn;
 	union ibv_gid gid;

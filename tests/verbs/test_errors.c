@@ -650,6 +650,93 @@ T_CASE(retry_exc_peer_process_killed)
 	expect_retry_exc(&a, &lb, peer.addr[0], peer.rkey[0], 10, 2);
 }
 
+/* The restarted peer: a new process with a new QP, connected to a new QP
+ * of the old peer, while that peer's old QP still retransmits WRITEs meant
+ * for the process that died. None of them may land: the new process checks
+ * its memory (only the new connection's WRITE) and that its QP is alive. */
+#define RESTART_LEN (256u << 10)
+
+static void restarted(int fd, void *arg)
+{
+	struct tv_opts *o = arg;
+	struct tv_side s;
+	struct tv_buf b;
+	struct tv_info mine, peer;
+	char c = 0;
+
+	memset(&mine, 0, sizeof(mine));
+	tv_side_open(&s, o, NULL);
+	tv_buf_alloc(&b, s.pd, RESTART_LEN, TV_ACCESS_ALL);
+	mine.addr[0] = (uintptr_t)b.p;
+	mine.rkey[0] = b.mr->rkey;
+	tv_proc_connect(fd, &s, o, &mine, &peer);
+	tv_recv(fd, &c, 1); /* the old QP has given up by now */
+	T_EQ_INT(c, 'c');
+	T_PATTERN(b.p, 100, 77, 0);
+	T_CANARY(b.p, 100, RESTART_LEN - 100);
+	T_EQ_INT(tv_qp_state(s.qp), IBV_QPS_RTS);
+}
+
+T_CASE(restarted_peer_gets_no_stale_packets)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_proc p1, p2;
+	struct tv_side a1, a2;
+	struct tv_buf lb;
+	struct tv_info m1, peer1, m2, peer2;
+	int status, n = 0, exc = 0;
+	double t0;
+
+	o.timeout = 14; /* 67 ms x (7 + 1): the old QP retries for ~540 ms */
+	o.retry_cnt = 7;
+	memset(&m1, 0, sizeof(m1));
+	memset(&m2, 0, sizeof(m2));
+	p1 = tv_fork(sleeper, &o);
+	tv_side_open(&a1, &o, NULL);
+	tv_buf_alloc(&lb, a1.pd, RESTART_LEN, TV_ACCESS_ALL);
+	tv_proc_connect(p1.fd, &a1, &o, &m1, &peer1);
+	T_EQ_INT(tv_post1(a1.qp, IBV_WR_RDMA_WRITE, 100, &lb, 0, 100, peer1.addr[0], peer1.rkey[0],
+			  0, IBV_SEND_SIGNALED), 0);
+	tv_expect_wc(a1.scq, a1.qp, 100, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	/* the first peer dies; WRITEs for it keep being retransmitted */
+	T_EQ_INT(kill(p1.pid, SIGKILL), 0);
+	T_EQ_INT(waitpid(p1.pid, &status, 0), p1.pid);
+	for (uint64_t i = 0; i < 16; i++)
+		T_EQ_INT(tv_post1(a1.qp, IBV_WR_RDMA_WRITE, i, &lb, 0, 4096, peer1.addr[0],
+				  peer1.rkey[0], 0, IBV_SEND_SIGNALED), 0);
+	t0 = tv_now();
+	/* the restarted peer, on a new connection */
+	p2 = tv_fork(restarted, &o);
+	tv_side_open(&a2, &o, NULL);
+	tv_proc_connect(p2.fd, &a2, &o, &m2, &peer2);
+	{
+		struct tv_buf lb2;
+
+		tv_buf_alloc(&lb2, a2.pd, 4096, IBV_ACCESS_LOCAL_WRITE);
+		tv_fill(lb2.p, 100, 77);
+		T_EQ_INT(tv_post1(a2.qp, IBV_WR_RDMA_WRITE, 7, &lb2, 0, 100, peer2.addr[0],
+				  peer2.rkey[0], 0, IBV_SEND_SIGNALED), 0);
+		tv_expect_wc(a2.scq, a2.qp, 7, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	}
+	/* the old QP was retransmitting all along, and now gives up */
+	t_log("the restarted peer was up %.0f ms after the old QP began retrying (for ~540 ms)",
+	      (tv_now() - t0) * 1e3);
+	while (n < 16 && tv_now() - t0 < 10) {
+		struct ibv_wc wc;
+
+		if (!tv_poll1(a1.scq, &wc, 0.1))
+			continue;
+		n++;
+		T_ASSERTF(wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_WR_FLUSH_ERR,
+			  "old QP: %s", ibv_wc_status_str(wc.status));
+		exc += wc.status == IBV_WC_RETRY_EXC_ERR;
+	}
+	T_EQ_INT(n, 16);
+	T_EQ_INT(exc, 1);
+	tv_send(p2.fd, "c", 1);
+	tv_proc_wait(&p2, 10);
+}
+
 /* ---- flushes ------------------------------------------------------------------------ */
 
 /* SENDs to a peer with no receive and rnr_retry 7 stay outstanding; moving
