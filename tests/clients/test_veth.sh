@@ -10,6 +10,13 @@
 lib_init "$@"
 need_build
 
+# t_lossy MODE LOSS SCTX CCTX ADDR TOOL ARGS...: t_perftest with
+# UROCE_RETRANS=MODE and UROCE_LOSS=LOSS in both processes.
+t_lossy() {
+	local mode=$1 loss=$2; shift 2
+	(export UROCE_RETRANS=$mode UROCE_LOSS=$loss UROCE_SEED=3; t_perftest "$@")
+}
+
 if ! netns_permitted; then
 	if [ "${UROCE_REQUIRE_NETNS:-0}" = 1 ]; then
 		FAIL_REASON=$NETNS_WHY
@@ -33,6 +40,12 @@ for mtu in ${MTUS:-1500 9000}; do
 	fi
 	# qperf defaults to a 2048-byte path MTU; say what the link allows.
 	client_suite "$tag" a b "$IP_A" "uroce_$VETH_A" "$active" "$IP_A" -mt "$active"
+	# unmodified perftest across the namespaces with 1% injected loss (both
+	# processes, data and ACKs), in both loss-recovery modes
+	check "$tag/sr-loss1pct-ib_write_bw" t_lossy sr 0.01 a b "$IP_A" ib_write_bw -s 1048576 -n 200
+	check "$tag/sr-loss1pct-ib_send_bw" t_lossy sr 0.01 a b "$IP_A" ib_send_bw -s 65536 -n 1000
+	check "$tag/sr-loss1pct-ib_read_bw" t_lossy sr 0.01 a b "$IP_A" ib_read_bw -s 65536 -n 1000
+	check "$tag/gbn-loss1pct-ib_write_bw" t_lossy gbn 0.01 a b "$IP_A" ib_write_bw -s 1048576 -n 100
 	ns_down
 	FAIL_REASON=$saved_fail
 done
