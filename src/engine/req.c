@@ -538,6 +538,8 @@ static void on_sack(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 	uint32_t off = p->msn >> SACK_OFF_SHIFT, n = (p->msn & SACK_LEN_MASK) + 1;
 	uint32_t hi = psn_add(p->psn, off), lo = psn_add(hi, (PSN_MASK + 1) - (n - 1));
 	qp->ctx->cnt->sr_sacks_rcvd++;
+	uroce_trace("sack_rx", "qpn=0x%x psn=0x%x run=0x%x..0x%x", qp->qpn, p->psn,
+		    off ? lo : p->psn, off ? hi : p->psn);
 	if (p->psn != qp->req.una)
 		return; /* stale, or a READ before it still owes responses */
 	if (!qp->sr_sack) {
@@ -625,6 +627,9 @@ static void sr_resend(struct uroce_engine *e, struct uroce_qp *qp, int *budget)
 			fail_oldest(qp, (enum ibv_wc_status)st);
 			return;
 		}
+		/* as first sent: a message's last packet asks for the ACK */
+		tp.h.ackreq = psn == last_psn(w);
+		uroce_trace("rtx", "qpn=0x%x psn=0x%x selective=1", qp->qpn, psn);
 		uroce_eng_send(e, qp, &tp);
 		qp->ctx->cnt->retrans_pkts++;
 		qp->ctx->cnt->sr_retrans_pkts++;

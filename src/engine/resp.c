@@ -403,6 +403,8 @@ static void sack_flush(struct uroce_engine *e, struct uroce_qp *qp)
 		return; /* the run was reached meanwhile: the ACK says it all */
 	}
 	send_aeth_sack(e, qp, AETH_NAK | NAK_PSN_SEQ_ERR, qp->resp.epsn, 1, msn);
+	uroce_trace("sack_tx", "qpn=0x%x epsn=0x%x placed=0x%x..0x%x", qp->qpn, qp->resp.epsn,
+		    msn ? lo : qp->resp.epsn, msn ? hi : qp->resp.epsn);
 	qp->resp.gap_sacked = 1;
 	qp->ctx->cnt->sr_sacks_sent++;
 }

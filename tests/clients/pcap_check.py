@@ -26,7 +26,7 @@ received): pass --merged to check only the per-frame properties there.
 
 --expect KEY=N / KEY>=N / KEY<=N check counts over all files; KEY is an
 opcode name (RDMA_WRITE_FIRST, SEND_ONLY_WITH_IMMEDIATE, ACKNOWLEDGE, ...),
-frames, ack, nak_seq, rnr_nak, nak_other, imm, retrans.
+frames, ack, nak_seq, sack, rnr_nak, nak_other, imm, retrans.
 --json prints the counts. Exit 0 when everything holds.
 """
 import argparse
@@ -223,6 +223,9 @@ class Checker:
                         self.counts["rnr_nak"] += 1
                     elif t == 3 and (syn & 31) == 0:
                         self.counts["nak_seq"] += 1
+                        # uroce's selective repeat: a SACK (docs/wire.md)
+                        if (bth[8] >> 6) & 1:
+                            self.counts["sack"] += 1
                     else:
                         self.counts["nak_other"] += 1
             if ts is not None:

@@ -103,18 +103,22 @@ check cap/send-only t_cap_xfer --expect SEND_ONLY=2 --expect ack=2 -- --op send 
 check cap/rnr_nak t_cap_xfer --lossy --mtu 1024 --expect 'rnr_nak>=2' --expect 'SEND_LAST>=6' \
 	-- --op send --rnr --size 3000 --mtu 1024 --count 3
 
+# t_cap_loss gbn|sr CHECKARGS...: ib_write_bw under 5% loss, captured.
 t_cap_loss() {
 	have_checkers || return 77
-	local port
+	local port mode=$1; shift
 	port=$(free_port) || return 1
-	export UROCE_PCAP=$CHECK_DIR/cap.%p UROCE_LOSS=0.05 UROCE_SEED=7
+	export UROCE_PCAP=$CHECK_DIR/cap.%p UROCE_LOSS=0.05 UROCE_SEED=7 UROCE_RETRANS=$mode
 	pair lo lo "$port" ib_write_bw -x 0 -F -p "$port" -s 4096 -n 20 -m 1024 -- \
 		ib_write_bw -x 0 -F -p "$port" -s 4096 -n 20 -m 1024 127.0.0.1 || return 1
-	unset UROCE_PCAP UROCE_LOSS UROCE_SEED
+	unset UROCE_PCAP UROCE_LOSS UROCE_SEED UROCE_RETRANS
 	caps 2 || return 1
-	"${PCHK[@]}" --lossy --mtu 1024 --expect 'nak_seq>=1' --expect 'retrans>=1' "${CAPS[@]}"
+	"${PCHK[@]}" --lossy --mtu 1024 --expect 'retrans>=1' "$@" "${CAPS[@]}"
 }
-check cap/seq_nak-loss t_cap_loss
+check cap/seq_nak-loss t_cap_loss gbn --expect 'nak_seq>=1' --expect 'sack=0'
+# selective repeat: its SACKs are well-formed Acknowledge packets to tshark
+# and to scapy's ICRC (the flag bit is covered by it)
+check cap/sack-loss t_cap_loss sr --expect 'sack>=1'
 
 # uroce trace -w around a command that starts both perftest processes: two
 # captures merged by time into one file.
