@@ -30,32 +30,33 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static long rss_kb(void)
+/* A numeric field ("VmRSS", "Threads") of /proc/self/status, or -1. */
+static long status_field(const char *key)
 {
 	FILE *f = fopen("/proc/self/status", "r");
+	size_t kl = strlen(key);
 	char line[256];
-	long kb = -1;
+	long v = -1;
+
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+		if (!strncmp(line, key, kl) && line[kl] == ':') {
+			v = strtol(line + kl + 1, NULL, 10);
 			break;
+		}
 	fclose(f);
-	return kb;
+	return v;
+}
+
+static long rss_kb(void)
+{
+	return status_field("VmRSS");
 }
 
 static int nthreads(void)
 {
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	int n = -1;
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Threads: %d", &n) == 1)
-			break;
-	fclose(f);
-	return n;
+	return (int)status_field("Threads");
 }
 
 /* utime+stime of the whole process from /proc/self/stat, in seconds */

@@ -46,7 +46,11 @@ static void open_pair(struct tv_pair *p)
 	tv_pair_open(p, &o);
 }
 
-T_CASE(dereg_source_mr_in_flight)
+/* Posts N ops of 'op' from a to b, deregisters the source (a) or the
+ * target (b) MR while they are in flight, and reaps them all. With
+ * guard > 0, that many canary bytes after b's region must stay intact. */
+static void dereg_in_flight(enum ibv_wr_opcode op, int target, size_t guard, uint64_t seed,
+			    const char *what)
 {
 	struct tv_pair p;
 	struct tv_buf a, b;
@@ -54,59 +58,39 @@ T_CASE(dereg_source_mr_in_flight)
 
 	open_pair(&p);
 	tv_buf_alloc(&a, p.a.pd, (size_t)N * CHUNK, TV_ACCESS_ALL);
-	tv_buf_alloc(&b, p.b.pd, (size_t)N * CHUNK, TV_ACCESS_ALL);
-	tv_fill(a.p, (size_t)N * CHUNK, 9);
-	post_writes(&p, &a, &b, IBV_WR_RDMA_WRITE);
-	T_EQ_INT(ibv_dereg_mr(a.mr), 0); /* the engine may be reading it now */
-	a.mr = NULL;
+	tv_buf_alloc(&b, p.b.pd, (size_t)N * CHUNK + guard, TV_ACCESS_ALL);
+	if (guard)
+		tv_canary(b.p + (size_t)N * CHUNK, guard);
+	if (seed)
+		tv_fill(a.p, (size_t)N * CHUNK, seed);
+	post_writes(&p, &a, &b, op);
+	/* the engine may be reading or placing into it now */
+	T_EQ_INT(ibv_dereg_mr(target ? b.mr : a.mr), 0);
+	*(target ? &b.mr : &a.mr) = NULL;
 	bad = reap(p.a.scq);
-	t_log("%d of %d WRITEs failed after the source MR went away", bad, N);
+	t_log("%d of %d %s failed after the %s went away", bad, N,
+	      op == IBV_WR_RDMA_READ ? "READs" : "WRITEs", what);
+	if (guard)
+		T_CANARY(b.p + (size_t)N * CHUNK, 0, guard); /* nothing past the region */
 	tv_buf_free(&a);
 	tv_buf_free(&b);
 	tv_pair_close(&p);
+}
+
+T_CASE(dereg_source_mr_in_flight)
+{
+	dereg_in_flight(IBV_WR_RDMA_WRITE, 0, 0, 9, "source MR");
 }
 
 T_CASE(dereg_target_mr_in_flight)
 {
-	struct tv_pair p;
-	struct tv_buf a, b;
-	uint8_t *guard;
-	int bad;
-
-	open_pair(&p);
-	tv_buf_alloc(&a, p.a.pd, (size_t)N * CHUNK, TV_ACCESS_ALL);
-	tv_buf_alloc(&b, p.b.pd, (size_t)N * CHUNK + 8192, TV_ACCESS_ALL);
-	guard = b.p + (size_t)N * CHUNK;
-	tv_canary(guard, 8192);
-	tv_fill(a.p, (size_t)N * CHUNK, 10);
-	post_writes(&p, &a, &b, IBV_WR_RDMA_WRITE);
-	T_EQ_INT(ibv_dereg_mr(b.mr), 0); /* the responder may be placing into it */
-	b.mr = NULL;
-	bad = reap(p.a.scq);
-	t_log("%d of %d WRITEs failed after the target MR went away", bad, N);
-	T_CANARY(guard, 0, 8192); /* nothing past the region */
-	tv_buf_free(&a);
-	tv_buf_free(&b);
-	tv_pair_close(&p);
+	dereg_in_flight(IBV_WR_RDMA_WRITE, 1, 8192, 10, "target MR");
 }
 
 T_CASE(dereg_read_target_in_flight)
 {
-	struct tv_pair p;
-	struct tv_buf a, b;
-	int bad;
-
-	open_pair(&p);
-	tv_buf_alloc(&a, p.a.pd, (size_t)N * CHUNK, TV_ACCESS_ALL);
-	tv_buf_alloc(&b, p.b.pd, (size_t)N * CHUNK, TV_ACCESS_ALL);
-	post_writes(&p, &a, &b, IBV_WR_RDMA_READ);
-	T_EQ_INT(ibv_dereg_mr(b.mr), 0); /* responses are being read from it */
-	b.mr = NULL;
-	bad = reap(p.a.scq);
-	t_log("%d of %d READs failed after the remote MR went away", bad, N);
-	tv_buf_free(&a);
-	tv_buf_free(&b);
-	tv_pair_close(&p);
+	/* responses are being read from the remote MR */
+	dereg_in_flight(IBV_WR_RDMA_READ, 1, 0, 0, "remote MR");
 }
 
 T_CASE(destroy_qp_in_flight)
