@@ -236,6 +236,41 @@ idle_qps() {
 	fi
 }
 
+# PROCS idle_qps processes at once on loopback, PAIRS pairs each (one host's
+# QPs across processes, receive demultiplexing between them): PROCS PAIRS PHASE
+idle_qps_multi() {
+	local procs=$1 pairs=$2 phase=$3 id=lo.idle_qps.$3 rc=0 k pids=()
+	[ -n "$IDLE_BIN" ] || { record "$id" lo idle_qps idle_qps 0 $((2 * pairs * procs)) 1 "$phase" false '"skipped":"no C compiler"'; return 0; }
+	mkdir -p "$LOGS/$id"
+	for ((k = 1; k <= procs; k++)); do
+		timeout -k 5 "$T_TIMEOUT" env UROCE_NETDEV=lo "$UROCE" run -- "$IDLE_BIN" -p "$pairs" -t 0 \
+			>"$LOGS/$id/out.$k.json" 2>"$LOGS/$id/stderr.$k.log" </dev/null &
+		pids+=("$!")
+		echo "$!" >>"$LOGDIR/pids"
+	done
+	for k in "${pids[@]}"; do wait "$k" || { [ $? -gt 1 ] && rc=2; }; done
+	# one line, as idle_qps writes it, summed over the processes
+	"$PY" - "$procs" "$LOGS/$id"/out.*.json >"$LOGS/$id/out.json" <<'PYEOF' || rc=2
+import json, sys
+rs = [json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[2:]]
+out = {"procs": int(sys.argv[1]), "pairs": sum(r["pairs"] for r in rs),
+       "qps_wanted": sum(r["qps_wanted"] for r in rs), "qps_created": sum(r["qps_created"] for r in rs),
+       "qps_connected": sum(r["qps_connected"] for r in rs), "pairs_written": sum(r["pairs_written"] for r in rs),
+       "ok": all(r["ok"] for r in rs), "procs_ok": sum(1 for r in rs if r["ok"]),
+       "failed_at": "; ".join(sorted({r["failed_at"] for r in rs if not r["ok"]})),
+       "error": "; ".join(sorted({r["error"] for r in rs if not r["ok"]})),
+       "wc_status": "; ".join(sorted({r.get("wc_status") or "" for r in rs if not r["ok"]})),
+       "connect_s": max(r["connect_s"] for r in rs), "write_s": max(r["write_s"] for r in rs)}
+print(json.dumps(out))
+PYEOF
+	if [ "$rc" -gt 1 ]; then
+		step_fail "$id"
+		record "$id" lo idle_qps idle_qps 0 $((2 * pairs * procs)) 1 "$phase" false "\"rc\":$rc,\"dir\":\"$id\""
+	else
+		record "$id" lo idle_qps idle_qps 0 $((2 * pairs * procs)) 1 "$phase" true "\"rc\":$rc,\"dir\":\"$id\""
+	fi
+}
+
 # ------------------------------------------------------------------ the plan
 STEPS=() WEIGHTS=() LABELS=()
 add() { # WEIGHT LABEL CMD...
@@ -288,6 +323,7 @@ for p in "${WANT_PATHS[@]}"; do
 done
 add $((IDLE_S + 3)) "lo idle process with 1000 connected QP pairs" idle_qps 1000 "$IDLE_S" idle1000
 add 8 "lo 10,000 QPs in one process" idle_qps 5000 0 qps10k
+add 20 "lo 64,000 QPs on one host: 4 processes x 16,000" idle_qps_multi 4 8000 qps64k
 
 PROG_TOTAL=${#STEPS[@]}
 for w in "${WEIGHTS[@]}"; do PROG_W_TOTAL=$((PROG_W_TOTAL + w)); done

@@ -1,7 +1,9 @@
 /* The engine thread: doorbells, commands, timers, packet batching.
  *
  * Loop: run queued commands, drain doorbells, receive (epoll over the
- * QPs' rx sockets and the doorbell eventfd), then let every active QP send
+ * port sockets, the QPs' flow sockets, the mailbox and the doorbell
+ * eventfd; every packet goes to the QP its BTH DestQP names, or to the
+ * engine owning that QPN), then let every active QP send
  * (requester, READ responses, ACKs), flush the tx batch. While there is
  * work, or for UROCE_POLL_US after the last work, the loop spins with a
  * zero epoll timeout; then it sleeps until the next timer, a packet or a
@@ -20,6 +22,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define TX_BATCH 64
@@ -28,8 +31,16 @@
 #define PKT_MAX 9216
 #define GSO_MAX_BYTES 65000
 #define GSO_MAX_SEGS 64
-#define MAX_EVENTS 64
+#define MAX_EVENTS 1024          /* per loop turn, which also walks every active QP */
 #define TX_IOV (UROCE_MAX_SGE + 2)
+#define MAX_PORTS 8               /* local addresses an engine receives on */
+#define QTAB_SIZE 65536           /* QPN table, by the QPN's low 16 bits */
+#define MAX_RELEARNS 8            /* times a flow socket follows a new peer port */
+/* Flow sockets an engine opens at most (UROCE_FLOW_SOCKETS): the kernel
+ * finds a datagram's socket by walking every socket bound to (ip, 4791)
+ * (Linux before 6.13 has no 4-tuple hash for UDP), so thousands of them
+ * would cost more than the forwarding they save. */
+#define FLOW_SOCKETS_DEFAULT 32
 
 /* A packet held back by fault injection (reorder, delay). */
 struct held_pkt {
@@ -41,6 +52,7 @@ struct held_pkt {
 	uint8_t *buf;
 	int fd;
 	struct sockaddr_in dst;
+	uint16_t sport;              /* rx: the UDP source port it came from */
 };
 
 struct eng_cmd {
@@ -97,9 +109,32 @@ struct uroce_engine {
 	struct mmsghdr rx_msg[RX_BATCH];
 	struct iovec rx_iov[RX_BATCH];
 	uint8_t rx_ctl[RX_BATCH][2 * CMSG_SPACE(sizeof(int))];
+	struct sockaddr_in rx_from[RX_BATCH];
 	int rx_ce;                   /* the packet being handled was CE-marked */
 	uint8_t rx_tos;              /* TOS byte of the datagram being handled */
 	uint8_t *rx_buf;
+
+	/* receive demultiplexing (docs/design.md) */
+	const struct uroce_backend *be;
+	unsigned slot;               /* our QPNs' top 8 bits; names the mailbox */
+	struct uroce_rxsrc mailbox;
+	struct uroce_rxsrc port[MAX_PORTS];
+	int nports;
+	struct uroce_qp **qtab;      /* QPs in RTR or later, by QPN & 0xffff */
+	struct uroce_qp *touched;    /* QPs that got packets in this batch */
+	uint64_t others_at;          /* when others_present was last asked */
+	int others;
+	uid_t uid;
+	int nflows, max_flows;       /* flow sockets open, and the cap */
+	struct uroce_rxsrc *inbox;   /* connections other engines opened to us */
+	/* packets on their way to other engines, batched per slot */
+	struct fwd_out {
+		int fd;                  /* connection to its mailbox, -1: none */
+		uint32_t len, npkts;
+		uint8_t *buf;            /* UROCE_FWD_MSG_MAX bytes */
+	} out[UROCE_MAX_SLOTS];
+	uint16_t out_dirty[UROCE_MAX_SLOTS];
+	unsigned ndirty;
 };
 
 uint64_t uroce_eng_now(struct uroce_engine *e)
@@ -217,17 +252,137 @@ void uroce_eng_forget_mr(struct uroce_engine *e, const struct uroce_mr *mr)
 		uroce_stage_forget(qp, mr);
 }
 
-int uroce_eng_watch(struct uroce_engine *e, struct uroce_qp *qp)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = qp };
+/* ---- receive sources and the QPN table ---- */
 
-	return epoll_ctl(e->epfd, EPOLL_CTL_ADD, qp->rx_fd, &ev) < 0 ? errno : 0;
+static int watch(struct uroce_engine *e, struct uroce_rxsrc *src)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = src };
+
+	return epoll_ctl(e->epfd, EPOLL_CTL_ADD, src->fd, &ev) < 0 ? errno : 0;
 }
 
-void uroce_eng_unwatch(struct uroce_engine *e, struct uroce_qp *qp)
+static void close_src(struct uroce_engine *e, struct uroce_rxsrc *src)
 {
-	if (qp->rx_fd >= 0)
-		epoll_ctl(e->epfd, EPOLL_CTL_DEL, qp->rx_fd, NULL);
+	if (src->fd < 0)
+		return;
+	epoll_ctl(e->epfd, EPOLL_CTL_DEL, src->fd, NULL);
+	close(src->fd);
+	src->fd = -1;
+}
+
+unsigned uroce_eng_slot(const struct uroce_engine *e)
+{
+	return e->slot;
+}
+
+const struct uroce_backend *uroce_eng_backend(const struct uroce_engine *e)
+{
+	return e->be;
+}
+
+/* The port socket of a local address, opened on first use. */
+static int port_for(struct uroce_engine *e, uint32_t ip4)
+{
+	struct uroce_rxsrc *p;
+	int fd, err;
+
+	for (int i = 0; i < e->nports; i++)
+		if (e->port[i].ip4 == ip4)
+			return 0;
+	if (e->nports == MAX_PORTS)
+		return ENOSPC;
+	fd = e->be->port_open(ip4);
+	if (fd < 0)
+		return -fd;
+	p = &e->port[e->nports];
+	p->fd = fd;
+	p->kind = RXS_PORT;
+	p->ip4 = ip4;
+	err = watch(e, p);
+	if (err) {
+		close(fd);
+		p->fd = -1;
+		return err;
+	}
+	e->nports++;
+	return 0;
+}
+
+/* Whether another engine shares the network namespace (asked at most once
+ * a second: a probe costs up to UROCE_MAX_SLOTS system calls). */
+static int others_present(struct uroce_engine *e)
+{
+	uint64_t now = uroce_now_ns();
+
+	if (!e->others_at || now - e->others_at > 1000000000ull) {
+		e->others = e->be->others_present(e->slot);
+		e->others_at = now;
+	}
+	return e->others;
+}
+
+/* Points the QP's flow socket at the peer's port (opening it if needed). */
+static int flow_point(struct uroce_engine *e, struct uroce_qp *qp, uint16_t peer_sport)
+{
+	int fd, err;
+
+	if (qp->flow.fd >= 0) {
+		err = -e->be->flow_connect(qp->flow.fd, qp->peer_ip4, peer_sport);
+		if (!err)
+			qp->flow_sport = peer_sport;
+		return err;
+	}
+	if (e->nflows >= e->max_flows)
+		return EMFILE;
+	fd = e->be->flow_open(qp->src_ip4, qp->peer_ip4, peer_sport);
+	if (fd < 0)
+		return -fd;
+	qp->flow.fd = fd;
+	qp->flow.kind = RXS_FLOW;
+	qp->flow.ip4 = qp->src_ip4;
+	err = watch(e, &qp->flow);
+	if (err) {
+		close(fd);
+		qp->flow.fd = -1;
+		return err;
+	}
+	e->nflows++;
+	qp->flow_sport = peer_sport;
+	return 0;
+}
+
+int uroce_eng_bind_qp(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	int err = port_for(e, qp->src_ip4);
+
+	if (err)
+		return err;
+	e->qtab[qp->qpn & (QTAB_SIZE - 1)] = qp;
+	qp->rx_on = 1;
+	qp->relearns = 0;
+	/* where a uroce peer sends from (its QPN's low 16 bits); a foreign
+	 * peer's port shows with its first packet */
+	qp->peer_sport = (uint16_t)uroce_qpn_port(qp->dest_qpn);
+	/* With company in the namespace, a flow socket at once: a uroce
+	 * peer's packets then go straight to us. Alone, the port socket
+	 * hears everything and the QP needs no receive descriptor. */
+	if (others_present(e) && qp->peer_sport >= 1024) {
+		err = flow_point(e, qp, qp->peer_sport);
+		if (err)
+			uroce_dbg("qp 0x%x: no flow socket (%s); the mailbox still delivers",
+				  qp->qpn, strerror(err));
+	}
+	return 0;
+}
+
+void uroce_eng_unbind_qp(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	if (qp->rx_on && e->qtab[qp->qpn & (QTAB_SIZE - 1)] == qp)
+		e->qtab[qp->qpn & (QTAB_SIZE - 1)] = NULL;
+	qp->rx_on = 0;
+	if (qp->flow.fd >= 0)
+		e->nflows--;
+	close_src(e, &qp->flow);
 }
 
 /* ---- tx ---- */
@@ -259,6 +414,7 @@ static void hold(struct uroce_engine *e, struct uroce_qp *qp, int dir, const uin
 	h->dir = dir;
 	h->len = len;
 	h->fd = fd;
+	h->sport = qp ? qp->peer_sport : 0;
 	if (dst)
 		h->dst = *dst;
 	/* Reordering holds a packet behind 1..N later ones (at most 1 ms);
@@ -285,7 +441,8 @@ static void release_held(struct uroce_engine *e, int force)
 			e->held[keep++] = h;
 			continue;
 		}
-		if (h.dir == FAULT_RX && h.qp && h.qp->rx_fd >= 0) {
+		if (h.dir == FAULT_RX && h.qp && h.qp->rx_on) {
+			h.qp->peer_sport = h.sport;
 			rx_packet(e, h.qp, h.buf, h.len);
 			uroce_resp_flush_ack(e, h.qp, e->now);
 		} else if (h.dir == FAULT_TX && h.qp) {
@@ -659,7 +816,7 @@ static void rx_faulty(struct uroce_engine *e, struct uroce_qp *qp, uint8_t *buf,
 	}
 	if (uroce_fault_hit(f, f->ecn_mark))
 		e->rx_ce = 1; /* as if a switch had marked it */
-	for (int c = 0; c < copies && qp->rx_fd >= 0; c++) {
+	for (int c = 0; c < copies && qp->rx_on; c++) {
 		if (uroce_fault_hit(f, f->corrupt)) {
 			uint64_t bit = uroce_fault_rand(f) % ((uint64_t)len * 8);
 
@@ -674,9 +831,260 @@ static void rx_faulty(struct uroce_engine *e, struct uroce_qp *qp, uint8_t *buf,
 	release_held(e, 0);
 }
 
-static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
+static void touch(struct uroce_engine *e, struct uroce_qp *qp)
 {
-	for (int round = 0; round < 4; round++) {
+	if (qp->touched)
+		return;
+	qp->touched = 1;
+	qp->touch_next = e->touched;
+	e->touched = qp;
+}
+
+/* After a receive batch: the coalesced ACKs, GPU placements started. */
+static void flush_touched(struct uroce_engine *e)
+{
+	struct uroce_qp *qp;
+
+	while ((qp = e->touched)) {
+		e->touched = qp->touch_next;
+		qp->touched = 0;
+		qp->touch_next = NULL;
+		uroce_resp_flush_ack(e, qp, e->now);
+		if (qp->rxs.len && uroce_place_kick(qp))
+			uroce_place_flush(qp); /* the error shows at the next ACK or CQE */
+	}
+}
+
+/* A forwarded packet shows that the kernel hands the flow to another
+ * engine's port socket: a flow socket connected to the port it really
+ * comes from makes the kernel bring the rest here (a foreign peer's port
+ * is learned this way; a few times at most, so a peer spraying ports
+ * cannot make us reconnect forever). */
+static void learn(struct uroce_engine *e, struct uroce_qp *qp, uint16_t sport)
+{
+	int err;
+
+	if (qp->flow.fd >= 0 && qp->flow_sport == sport)
+		return; /* sent before the socket was connected */
+	if (qp->relearns >= MAX_RELEARNS)
+		return;
+	qp->relearns++;
+	err = flow_point(e, qp, sport);
+	if (err) {
+		uroce_dbg("qp 0x%x: flow socket to port %u: %s", qp->qpn, sport, strerror(err));
+		return;
+	}
+	e->ctx->cnt->flows_learned++;
+	uroce_trace("flow_learn", "qpn=0x%x peer_port=%u", qp->qpn, sport);
+}
+
+/* Sends what was batched for each engine. */
+static void flush_out(struct uroce_engine *e)
+{
+	struct uroce_counters *c = e->ctx->cnt;
+
+	for (unsigned i = 0; i < e->ndirty; i++) {
+		struct fwd_out *o = &e->out[e->out_dirty[i]];
+		int err = o->len ? -e->be->mailbox_send(o->fd, o->buf, o->len) : 0;
+
+		if (!err) {
+			c->rx_fwd_out += o->npkts;
+		} else {
+			c->fwd_failed += o->npkts; /* full, or the owner went away */
+			if (err != EAGAIN && err != ENOBUFS) {
+				close(o->fd);
+				o->fd = -1;
+			}
+		}
+		o->len = o->npkts = 0;
+	}
+	e->ndirty = 0;
+}
+
+/* Queues a packet for the engine in slot: 0, or the errno why not
+ * (ECONNREFUSED, ENOENT: no such engine). */
+static int forward(struct uroce_engine *e, unsigned slot, const struct uroce_fwd_hdr *h,
+		   const uint8_t *pkt, uint32_t len)
+{
+	struct fwd_out *o = &e->out[slot];
+	uint32_t rec = (uint32_t)sizeof(*h) + ((len + 3) & ~3u);
+
+	if (!o->buf) {
+		o->buf = malloc(UROCE_FWD_MSG_MAX);
+		if (!o->buf)
+			return ENOMEM;
+	}
+	if (o->fd < 0) {
+		int fd = e->be->mailbox_connect(slot);
+
+		if (fd < 0)
+			return -fd;
+		o->fd = fd;
+	}
+	if (o->len + rec > UROCE_FWD_MSG_MAX) {
+		/* full: send the batches now (every slot's; the others just
+		 * go a little early) */
+		flush_out(e);
+		if (o->fd < 0)
+			return EPIPE;
+	}
+	if (!o->len)
+		e->out_dirty[e->ndirty++] = (uint16_t)slot;
+	memcpy(o->buf + o->len, h, sizeof(*h));
+	memcpy(o->buf + o->len + sizeof(*h), pkt, len);
+	o->len += rec;
+	o->npkts++;
+	return 0;
+}
+
+/* QPNs no uroce engine owns: QP0 (SMI), QP1 (GSI), the multicast QPN
+ * (IBA 9.6.1.1; uroce allocates none of them). */
+static int qpn_reserved(uint32_t qpn)
+{
+	return qpn <= 1 || qpn == 0xffffff;
+}
+
+/* One RoCEv2 packet (UDP payload) from saddr:sport to daddr. */
+static void rx_dispatch(struct uroce_engine *e, int kind, uint32_t saddr, uint16_t sport,
+			uint32_t daddr, uint8_t *buf, uint32_t len)
+{
+	struct uroce_counters *c = e->ctx->cnt;
+	struct uroce_qp *qp;
+	uint32_t dqpn;
+
+	if (len < BTH_LEN + ICRC_LEN) {
+		c->rx_pkts++;
+		c->rx_bytes += len;
+		c->drop_malformed++;
+		return;
+	}
+	dqpn = (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7]; /* BTH DestQP */
+	qp = e->qtab[dqpn & (QTAB_SIZE - 1)];
+	if (!qp || qp->qpn != dqpn) {
+		struct uroce_fwd_hdr h = {
+			.magic = UROCE_FWD_MAGIC, .saddr = saddr, .daddr = daddr, .sport = sport,
+			.len = (uint16_t)len, .tos = e->rx_tos,
+		};
+		int err;
+
+		/* Another engine's QPN: hand it over, once (never back from a
+		 * mailbox). Nobody's: dropped, counted like a wrong QPN. */
+		if (kind != RXS_INBOX && (dqpn >> 16) != e->slot && !qpn_reserved(dqpn) &&
+		    len <= UROCE_FWD_MSG_MAX - sizeof(h)) {
+			err = forward(e, dqpn >> 16, &h, buf, len);
+			if (!err)
+				return;
+			if (err == EAGAIN || err == ENOBUFS || err == ENOMEM || err == EPIPE) {
+				c->fwd_failed++; /* the owner's backlog is full */
+				return;
+			}
+		}
+		c->rx_pkts++;
+		c->rx_bytes += len;
+		c->drop_bad_qpn++;
+		return;
+	}
+	/* An RC QP hears only its peer's address, at the address it uses
+	 * (the source port is flow entropy: any is accepted). */
+	if (!qp->rx_on || saddr != qp->peer_ip4 || daddr != qp->src_ip4) {
+		c->rx_pkts++;
+		c->rx_bytes += len;
+		if (qp->rx_on)
+			c->drop_bad_qpn++;
+		else
+			c->drop_state++;
+		return;
+	}
+	qp->peer_sport = sport; /* for the ICRC and captures */
+	if (kind == RXS_INBOX)
+		learn(e, qp, sport);
+	touch(e, qp);
+	/* ECN field 11: congestion experienced */
+	e->rx_ce = (e->rx_tos & 3) == 3;
+	if (unlikely(e->fault.enabled && (e->fault.dir & FAULT_RX)))
+		rx_faulty(e, qp, buf, len);
+	else
+		rx_packet(e, qp, buf, len);
+}
+
+/* A mailbox message: records of a header and a packet each. */
+static void rx_inbox_msg(struct uroce_engine *e, uint8_t *buf, uint32_t len)
+{
+	struct uroce_fwd_hdr h;
+
+	for (uint32_t off = 0; off < len;) {
+		if (len - off < sizeof(h)) {
+			e->ctx->cnt->drop_malformed++;
+			return;
+		}
+		memcpy(&h, buf + off, sizeof(h));
+		off += (uint32_t)sizeof(h);
+		if (h.magic != UROCE_FWD_MAGIC || h.len > len - off) {
+			e->ctx->cnt->rx_pkts++;
+			e->ctx->cnt->drop_malformed++;
+			return;
+		}
+		e->ctx->cnt->rx_fwd_in++;
+		e->rx_tos = h.tos;
+		rx_dispatch(e, RXS_INBOX, h.saddr, h.sport, h.daddr, buf + off, h.len);
+		off += (h.len + 3u) & ~3u;
+	}
+}
+
+static void inbox_close(struct uroce_engine *e, struct uroce_rxsrc *in)
+{
+	close_src(e, in);
+	if (in->prev)
+		in->prev->next = in->next;
+	else
+		e->inbox = in->next;
+	if (in->next)
+		in->next->prev = in->prev;
+	free(in);
+}
+
+/* Connections to our mailbox: each one an inbox in the epoll set. */
+static void accept_inboxes(struct uroce_engine *e)
+{
+	for (;;) {
+		int fd = e->be->mailbox_accept(e->mailbox.fd, e->uid);
+		struct uroce_rxsrc *in;
+
+		if (fd == -EPERM)
+			continue;
+		if (fd < 0)
+			return;
+		in = calloc(1, sizeof(*in));
+		if (!in) {
+			close(fd);
+			return;
+		}
+		in->fd = fd;
+		in->kind = RXS_INBOX;
+		if (watch(e, in)) {
+			close(fd);
+			free(in);
+			return;
+		}
+		in->next = e->inbox;
+		if (e->inbox)
+			e->inbox->prev = in;
+		e->inbox = in;
+	}
+}
+
+static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
+{
+	/* A flow socket holds one flow; a port socket or the mailbox may hold
+	 * every QP's packets, so it gets a larger share of each loop turn
+	 * (the turn also walks every active QP). */
+	int rounds = src->kind == RXS_FLOW ? 4 : 64;
+
+	if (src->kind == RXS_MAILBOX) {
+		accept_inboxes(e);
+		return;
+	}
+	for (int round = 0; round < rounds; round++) {
 		int n;
 
 		for (int i = 0; i < RX_BATCH; i++) {
@@ -687,17 +1095,34 @@ static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
 			e->rx_msg[i].msg_hdr.msg_iovlen = 1;
 			e->rx_msg[i].msg_hdr.msg_control = e->rx_ctl[i];
 			e->rx_msg[i].msg_hdr.msg_controllen = sizeof(e->rx_ctl[i]);
+			if (src->kind != RXS_INBOX) {
+				e->rx_msg[i].msg_hdr.msg_name = &e->rx_from[i];
+				e->rx_msg[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
+			}
 		}
-		n = recvmmsg(qp->rx_fd, e->rx_msg, RX_BATCH, MSG_DONTWAIT, NULL);
+		n = recvmmsg(src->fd, e->rx_msg, RX_BATCH, MSG_DONTWAIT, NULL);
+		if (src->kind == RXS_INBOX && (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
+					       (n > 0 && e->rx_msg[0].msg_len == 0))) {
+			/* the other engine closed its end */
+			inbox_close(e, src);
+			return;
+		}
 		if (n <= 0)
 			break;
-		for (int i = 0; i < n && qp->rx_fd >= 0; i++) {
+		for (int i = 0; i < n && src->fd >= 0; i++) {
 			struct msghdr *m = &e->rx_msg[i].msg_hdr;
 			uint8_t *buf = e->rx_buf + (size_t)i * RX_BUF;
 			uint32_t len = e->rx_msg[i].msg_len, seg = len;
+			uint32_t saddr = e->rx_from[i].sin_addr.s_addr;
+			uint16_t sport = ntohs(e->rx_from[i].sin_port);
 
 			if ((m->msg_flags & MSG_TRUNC) || !len) {
+				e->ctx->cnt->rx_pkts++;
 				e->ctx->cnt->drop_malformed++;
+				continue;
+			}
+			if (src->kind == RXS_INBOX) {
+				rx_inbox_msg(e, buf, len);
 				continue;
 			}
 			e->rx_tos = 0;
@@ -714,20 +1139,13 @@ static void rx_socket(struct uroce_engine *e, struct uroce_qp *qp)
 			}
 			/* A GRO buffer holds datagrams of seg bytes, the last
 			 * one possibly shorter. */
-			for (uint32_t off = 0; off < len && qp->rx_fd >= 0; off += seg) {
-				uint32_t l = MIN(seg, len - off);
-
-				/* ECN field 11: congestion experienced */
-				e->rx_ce = (e->rx_tos & 3) == 3;
-				if (unlikely(e->fault.enabled && (e->fault.dir & FAULT_RX)))
-					rx_faulty(e, qp, buf + off, l);
-				else
-					rx_packet(e, qp, buf + off, l);
-			}
+			for (uint32_t off = 0; off < len && src->fd >= 0; off += seg)
+				rx_dispatch(e, src->kind, saddr, sport, src->ip4, buf + off,
+					    MIN(seg, len - off));
 		}
-		uroce_resp_flush_ack(e, qp, e->now);
-		if (qp->rxs.len && uroce_place_kick(qp))
-			uroce_place_flush(qp); /* the error shows at the next ACK or CQE */
+		flush_touched(e);
+		if (e->ndirty)
+			flush_out(e);
 		if (n < RX_BATCH)
 			break;
 	}
@@ -849,7 +1267,7 @@ static void *engine_main(void *arg)
 				}
 				continue;
 			}
-			rx_socket(e, evs[i].data.ptr);
+			rx_source(e, evs[i].data.ptr);
 			work = 1;
 		}
 		if (e->nheld)
@@ -907,6 +1325,19 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 		return ENOMEM;
 	e->ctx = ctx;
 	e->cmd_tail = &e->cmd_head;
+	e->epfd = e->efd = e->mailbox.fd = -1;
+	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
+		e->out[i].fd = -1;
+	e->uid = getuid();
+	e->max_flows = getenv("UROCE_FLOW_SOCKETS") ? atoi(getenv("UROCE_FLOW_SOCKETS"))
+						   : FLOW_SOCKETS_DEFAULT;
+	e->be = uroce_net_backend();
+	if (!e->be) {
+		uroce_err("UROCE_BACKEND=%s: no such network backend (there is: udp)",
+			  getenv("UROCE_BACKEND"));
+		free(e);
+		return EINVAL;
+	}
 	e->spin_ns = (s ? strtoull(s, NULL, 0) : 0) * 1000ull;
 	if ((s = getenv("UROCE_GSO")) && !strcmp(s, "0"))
 		uroce_net_gso = 0;
@@ -924,11 +1355,22 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 	pthread_mutex_init(&e->cmd_lock, NULL);
 	pthread_cond_init(&e->cmd_cond, NULL);
 	e->rx_buf = malloc((size_t)RX_BATCH * RX_BUF);
+	e->qtab = calloc(QTAB_SIZE, sizeof(*e->qtab));
 	e->epfd = epoll_create1(EPOLL_CLOEXEC);
 	e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!e->rx_buf || e->epfd < 0 || e->efd < 0)
+	if (!e->rx_buf || !e->qtab || e->epfd < 0 || e->efd < 0)
 		goto fail;
 	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->efd, &ev) < 0)
+		goto fail;
+	e->mailbox.fd = e->be->mailbox_open(&e->slot);
+	if (e->mailbox.fd < 0) {
+		errno = -e->mailbox.fd;
+		uroce_err("no engine slot (%s): %d uroce device contexts are open in this network "
+			  "namespace already", strerror(errno), UROCE_MAX_SLOTS);
+		goto fail;
+	}
+	e->mailbox.kind = RXS_MAILBOX;
+	if (watch(e, &e->mailbox))
 		goto fail;
 	ctx->eng = e;
 	ret = pthread_create(&e->thr, NULL, engine_main, e);
@@ -945,7 +1387,10 @@ fail:
 		close(e->epfd);
 	if (e->efd >= 0)
 		close(e->efd);
+	if (e->mailbox.fd >= 0)
+		close(e->mailbox.fd);
 	free(e->rx_buf);
+	free(e->qtab);
 	free(e);
 	return ret;
 }
@@ -963,9 +1408,20 @@ void uroce_eng_stop(struct uroce_ctx *ctx)
 	for (uint32_t i = 0; i < e->nheld; i++)
 		free(e->held[i].buf);
 	free(e->held);
+	for (int i = 0; i < e->nports; i++)
+		close(e->port[i].fd);
+	while (e->inbox)
+		inbox_close(e, e->inbox);
+	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++) {
+		if (e->out[i].fd >= 0)
+			close(e->out[i].fd);
+		free(e->out[i].buf);
+	}
+	close(e->mailbox.fd);
 	close(e->epfd);
 	close(e->efd);
 	free(e->rx_buf);
+	free(e->qtab);
 	pthread_mutex_destroy(&e->cmd_lock);
 	pthread_cond_destroy(&e->cmd_cond);
 	free(e);

@@ -155,6 +155,16 @@ struct uroce_sr_rx {
 	uint32_t last;               /* slot of the last hit */
 };
 
+/* Something the engine receives from (epoll data.ptr): a port socket, a
+ * QP's flow socket or the mailbox (net.h). */
+enum { RXS_PORT, RXS_FLOW, RXS_MAILBOX, RXS_INBOX };
+struct uroce_rxsrc {
+	int fd;
+	int kind;                    /* RXS_*; INBOX: a connection to the mailbox */
+	uint32_t ip4;                /* local address (port and flow sockets) */
+	struct uroce_rxsrc *next, *prev; /* the engine's inboxes */
+};
+
 struct uroce_qp {
 	struct ibv_qp_ex qpx;        /* qpx.qp_base is the ibv_qp */
 	struct uroce_ctx *ctx;
@@ -235,7 +245,13 @@ struct uroce_qp {
 	uint8_t tos;                 /* IP TOS of our packets (GRH traffic class) */
 	uint64_t last_cnp;           /* when we last sent a CNP, ns */
 	uint8_t peer_mac_tries;
-	int tx_fd, rx_fd;
+	int tx_fd;
+	struct uroce_rxsrc flow;     /* flow socket, fd -1 while there is none */
+	uint16_t flow_sport;         /* the peer port it is connected to */
+	uint8_t relearns;            /* times it was pointed at another port */
+	uint8_t rx_on;               /* RTR or later: in the engine's QPN table */
+	uint8_t touched;             /* on the engine's touched list */
+	struct uroce_qp *touch_next;
 	uint32_t pmtu;               /* bytes: min(path_mtu, active mtu) */
 	int eng_state;               /* transport state */
 	int in_active;               /* on the engine's active list */
@@ -388,10 +404,16 @@ int uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp);
 int uroce_eng_is_self(struct uroce_ctx *ctx);
 void uroce_eng_activate(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_deactivate(struct uroce_engine *e, struct uroce_qp *qp);
-int uroce_eng_watch(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_attach(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_detach(struct uroce_engine *e, struct uroce_qp *qp);
-void uroce_eng_unwatch(struct uroce_engine *e, struct uroce_qp *qp);
+/* Receive demultiplexing (docs/design.md): the engine's slot (the top 8
+ * bits of its QPNs) and backend; a QP entering RTR joins the engine's QPN
+ * table (its address's port socket opened on first use), leaves it at
+ * reset or destruction. */
+unsigned uroce_eng_slot(const struct uroce_engine *e);
+const struct uroce_backend *uroce_eng_backend(const struct uroce_engine *e);
+int uroce_eng_bind_qp(struct uroce_engine *e, struct uroce_qp *qp);
+void uroce_eng_unbind_qp(struct uroce_engine *e, struct uroce_qp *qp);
 
 /* Packet output: header bytes plus payload iovecs; the engine adds pad
  * and ICRC and batches the datagram. */

@@ -272,33 +272,13 @@ uint32_t uroce_qpn_port(uint32_t qpn)
 
 int uroce_qp_connect(struct uroce_qp *qp)
 {
-	int fd;
-
-	qp->peer_sport = (uint16_t)uroce_qpn_port(qp->dest_qpn);
-	fd = uroce_net_rx_socket(qp->src_ip4, qp->peer_ip4, qp->peer_sport);
-	if (fd < 0)
-		return -fd;
-	uroce_net_set_bufs(fd, 8 << 20);
-	qp->rx_fd = fd;
-	if (uroce_eng_watch(qp->ctx->eng, qp)) {
-		int e = errno;
-
-		close(fd);
-		qp->rx_fd = -1;
-		return e;
-	}
-	return 0;
+	return uroce_eng_bind_qp(qp->ctx->eng, qp);
 }
 
 void uroce_qp_disconnect(struct uroce_qp *qp)
 {
-	if (qp->rx_fd >= 0) {
-		uroce_eng_unwatch(qp->ctx->eng, qp);
-		close(qp->rx_fd);
-		qp->rx_fd = -1;
-	}
+	uroce_eng_unbind_qp(qp->ctx->eng, qp);
 }
-
 
 /* The QP's copy stream, in the context of mr; NULL: copy synchronously
  * (no asynchronous API, another GPU's context, or UROCE_CUDA_ASYNC=0). */

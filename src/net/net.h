@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #define UROCE_MAX_DEVS 16
 #define UROCE_GID_TBL_LEN 16
@@ -37,10 +38,71 @@ int uroce_net_mtu(const char *ifname);
  * + payload) fits. */
 int uroce_net_active_mtu(int if_mtu);
 
-/* Sockets of one RC flow. tx: bound to (ip, sport), unconnected, DF set
- * (the kernel then writes IP ID 0, which the ICRC covers). rx: bound to
- * (ip, 4791) in a SO_REUSEPORT group and connected to the peer's flow
- * port, so the kernel hands each process exactly its flows' datagrams. */
+/* Network backend: how the engine meets the host network (docs/design.md,
+ * "Receive demultiplexing"). The engine only calls these; the UDP backend
+ * below is the one there is today, a shared-memory or AF_XDP backend would
+ * be another table of the same shape (valkey's ConnectionType).
+ *
+ * Receive side of an engine (one per device context):
+ *  - a port socket per local address: UDP (ip, 4791), unconnected, in the
+ *    address's SO_REUSEPORT group, so it hears RoCEv2 from any source port;
+ *  - a mailbox: an AF_UNIX SOCK_SEQPACKET listener with the abstract name
+ *    of the engine's slot (0..255, the top 8 bits of its QPNs), unique in
+ *    the network namespace and released by the kernel when the process
+ *    dies. A packet that the kernel handed to the wrong engine's port
+ *    socket is forwarded, batched with others for the same engine, over a
+ *    connection to the mailbox of the slot its DestQP names;
+ *  - optionally a flow socket per QP, connected to the peer's (ip, port):
+ *    the kernel prefers it over the group, so once it exists the flow's
+ *    packets reach their owner directly.
+ * Send side: one socket per QP bound to (ip, the QPN's low 16 bits), so
+ * every flow has its own UDP source port (ECMP entropy). */
+/* A mailbox message is a run of records: this header, then len bytes of
+ * packet, padded to 4 bytes. */
+struct uroce_fwd_hdr {
+	uint32_t magic;        /* UROCE_FWD_MAGIC */
+	uint32_t saddr, daddr; /* the datagram's addresses, network order */
+	uint16_t sport;        /* its UDP source port, host order */
+	uint16_t len;          /* packet bytes that follow */
+	uint8_t tos;           /* its IP TOS byte (ECN) */
+	uint8_t pad[3];
+};
+#define UROCE_FWD_MSG_MAX 65536
+#define UROCE_FWD_MAGIC 0x55524657u /* "URFW" */
+#define UROCE_MAX_SLOTS 256
+
+struct uroce_backend {
+	const char *name;
+	/* Claims the lowest free slot and opens its mailbox (a listener): the
+	 * fd, or -errno. */
+	int (*mailbox_open)(unsigned *slot);
+	/* A connection to our mailbox from an engine of user uid: its fd;
+	 * -EAGAIN when none is pending; -EPERM for another user's (closed). */
+	int (*mailbox_accept)(int listen_fd, uid_t uid);
+	/* A connection to slot's mailbox: fd or -errno. */
+	int (*mailbox_connect)(unsigned slot);
+	/* 1 when another engine holds a slot in this network namespace. */
+	int (*others_present)(unsigned my_slot);
+	/* The unconnected receive socket of a local address: fd or -errno. */
+	int (*port_open)(uint32_t ip4);
+	/* A QP's send socket, bound to (ip4, sport): fd or -errno. */
+	int (*tx_open)(uint32_t ip4, uint16_t sport);
+	/* A QP's flow socket (see above): fd or -errno; flow_connect points
+	 * an open one at another peer port: 0 or -errno. */
+	int (*flow_open)(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport);
+	int (*flow_connect)(int fd, uint32_t peer_ip4, uint16_t peer_sport);
+	/* Sends one mailbox message (never blocks): 0 or -errno. */
+	int (*mailbox_send)(int conn_fd, const void *msg, size_t len);
+};
+
+/* The backend UROCE_BACKEND names (only "udp" for now); NULL if unknown. */
+const struct uroce_backend *uroce_net_backend(void);
+extern const struct uroce_backend uroce_udp_backend;
+
+/* The UDP backend's sockets, also used directly by tests. tx: bound to
+ * (ip, sport), unconnected, DF set (the kernel then writes IP ID 0, which
+ * the ICRC covers). rx: bound to (ip, 4791) in the SO_REUSEPORT group,
+ * connected to (peer_ip4, peer_sport) unless peer_ip4 is 0. */
 int uroce_net_tx_socket(uint32_t ip4, uint16_t sport);
 int uroce_net_rx_socket(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport);
 void uroce_net_set_bufs(int fd, int bytes);

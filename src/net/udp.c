@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <sys/un.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -92,6 +95,10 @@ int uroce_net_rx_socket(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport)
 
 	if (fd < 0)
 		return -errno;
+	/* All of an address's receive sockets, in every process of the user,
+	 * form one SO_REUSEPORT group (socket(7)): the kernel gives a datagram
+	 * to the connected member whose 4-tuple it matches, else to one of the
+	 * unconnected members by a hash of its 4-tuple. */
 	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	/* UDP GRO: the kernel hands over runs of same-sized datagrams of the
 	 * flow as one buffer (split again by the engine). */
@@ -102,14 +109,183 @@ int uroce_net_rx_socket(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport)
 	sin.sin_addr.s_addr = ip4;
 	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
 		goto fail;
-	sin.sin_addr.s_addr = peer_ip4;
-	sin.sin_port = htons(peer_sport);
-	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
-		goto fail;
+	if (peer_ip4) {
+		sin.sin_addr.s_addr = peer_ip4;
+		sin.sin_port = htons(peer_sport);
+		if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+			goto fail;
+	}
 	return fd;
 fail:;
 	int e = errno;
 
 	close(fd);
 	return -e;
+}
+
+static int udp_flow_connect(int fd, uint32_t peer_ip4, uint16_t peer_sport)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(peer_sport) };
+
+	/* connect(2) on a connected UDP socket re-targets it; the kernel
+	 * rehashes it under the new 4-tuple. */
+	sin.sin_addr.s_addr = peer_ip4;
+	return connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ? -errno : 0;
+}
+
+static int udp_port_open(uint32_t ip4)
+{
+	int fd = uroce_net_rx_socket(ip4, 0, 0);
+
+	if (fd >= 0)
+		uroce_net_set_bufs(fd, 64 << 20);
+	return fd;
+}
+
+static int udp_flow_open(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport)
+{
+	int fd = uroce_net_rx_socket(ip4, peer_ip4, peer_sport);
+
+	if (fd >= 0)
+		uroce_net_set_bufs(fd, 8 << 20);
+	return fd;
+}
+
+static int udp_tx_open(uint32_t ip4, uint16_t sport)
+{
+	int fd = uroce_net_tx_socket(ip4, sport);
+
+	if (fd >= 0)
+		uroce_net_set_bufs(fd, 4 << 20);
+	return fd;
+}
+
+/* Mailbox names live in the abstract namespace (unix(7)): scoped to the
+ * network namespace like the addresses and port 4791 themselves, and gone
+ * with the last descriptor, so a crashed process leaves nothing behind.
+ * SOCK_SEQPACKET rather than datagrams: a datagram socket takes at most
+ * net.unix.max_dgram_qlen (10 by default) messages from unconnected
+ * senders, far too few for a burst; a connection is limited only by its
+ * buffer. */
+static socklen_t mailbox_name(struct sockaddr_un *sun, unsigned slot)
+{
+	int n;
+
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "uroce-engine-v1/%u", slot);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+static int seqpacket(void)
+{
+	return socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+}
+
+static int udp_mailbox_open(unsigned *slot)
+{
+	int fd = seqpacket(), e;
+
+	if (fd < 0)
+		return -errno;
+	for (unsigned s = 0; s < UROCE_MAX_SLOTS; s++) {
+		struct sockaddr_un sun;
+		socklen_t l = mailbox_name(&sun, s);
+
+		if (bind(fd, (struct sockaddr *)&sun, l) == 0) {
+			if (listen(fd, 256) < 0)
+				break;
+			*slot = s;
+			return fd;
+		}
+		if (errno != EADDRINUSE)
+			break;
+	}
+	e = errno == EADDRINUSE ? EMFILE : errno;
+	close(fd);
+	return -e;
+}
+
+static int udp_mailbox_accept(int listen_fd, uid_t uid)
+{
+	struct ucred cr;
+	socklen_t l = sizeof(cr);
+	int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	/* only our own user's engines may hand us packets */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0 || cr.uid != uid) {
+		close(fd);
+		return -EPERM;
+	}
+	uroce_net_set_bufs(fd, 4 << 20);
+	return fd;
+}
+
+static int udp_mailbox_connect(unsigned slot)
+{
+	struct sockaddr_un sun;
+	socklen_t l = mailbox_name(&sun, slot);
+	int fd = seqpacket();
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sun, l) < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	uroce_net_set_bufs(fd, 4 << 20);
+	return fd;
+}
+
+static int udp_others_present(unsigned my_slot)
+{
+	int found = 0;
+
+	/* Slots are taken lowest first, so others are usually found early.
+	 * A probe is a connection the owner accepts and sees close. */
+	for (unsigned s = 0; s < UROCE_MAX_SLOTS && !found; s++) {
+		int fd;
+
+		if (s == my_slot)
+			continue;
+		fd = udp_mailbox_connect(s);
+		if (fd >= 0) {
+			close(fd);
+			found = 1;
+		} else if (fd == -EAGAIN) {
+			found = 1; /* its backlog is full: it is there */
+		}
+	}
+	return found;
+}
+
+static int udp_mailbox_send(int conn_fd, const void *msg, size_t len)
+{
+	return send(conn_fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+const struct uroce_backend uroce_udp_backend = {
+	.name = "udp",
+	.mailbox_open = udp_mailbox_open,
+	.mailbox_accept = udp_mailbox_accept,
+	.mailbox_connect = udp_mailbox_connect,
+	.others_present = udp_others_present,
+	.port_open = udp_port_open,
+	.tx_open = udp_tx_open,
+	.flow_open = udp_flow_open,
+	.flow_connect = udp_flow_connect,
+	.mailbox_send = udp_mailbox_send,
+};
+
+const struct uroce_backend *uroce_net_backend(void)
+{
+	const char *s = getenv("UROCE_BACKEND");
+
+	if (!s || !*s || !strcmp(s, "udp"))
+		return &uroce_udp_backend;
+	return NULL;
 }

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define UROCE_STAT_MAGIC 0x74617473656f7275ull /* "urocesta" */
-#define UROCE_STAT_VERSION 2
+#define UROCE_STAT_VERSION 3
 #define UROCE_STAT_DIR "/dev/shm"
 #define UROCE_STAT_PREFIX "uroce-"
 
@@ -54,7 +54,11 @@
 	X(fault_duplicated, "fault injection: packets duplicated")                     \
 	X(fault_corrupted, "fault injection: packets corrupted")                       \
 	X(fault_reordered, "fault injection: packets reordered")                       \
-	X(fault_delayed, "fault injection: packets delayed")
+	X(fault_delayed, "fault injection: packets delayed")                           \
+	X(rx_fwd_out, "packets handed to the process owning their QP")               \
+	X(rx_fwd_in, "packets handed over by another process")                         \
+	X(fwd_failed, "packets not handed over: the owner's mailbox was full")         \
+	X(flows_learned, "flow sockets connected to a peer port learned from traffic")
 
 struct uroce_counters {
 #define X(n, d) uint64_t n;

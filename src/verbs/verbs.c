@@ -652,24 +652,32 @@ struct qp_cmd {
 	int ret;
 };
 
-/* Binds the tx socket to a free port; the QPN names the port (see
- * docs/design.md: the peer derives our flow's source port from our QPN). */
+/* Binds the send socket to a free port P; the QPN is (engine slot << 16)
+ * | P, so the engine owning a QPN and the port its flow sends from both
+ * follow from the QPN (docs/design.md, "Receive demultiplexing"). */
 static int alloc_qpn(struct uroce_qp *qp)
 {
-	uint32_t gen = (uroce_random32() % 255) + 1;
+	const struct uroce_engine *e = qp->ctx->eng;
+	const uint32_t lo = 1024, n = 65535 - lo; /* ports 1024..65534 */
+	uint32_t start = uroce_random32() % n;
 
-	for (int tries = 0; tries < 4096; tries++) {
-		uint16_t port = (uint16_t)(0x8000 | (uroce_random32() & 0x7fff));
-		int fd = uroce_net_tx_socket(qp->src_ip4, port);
+	/* random probes first, then a sweep: a nearly full host still finds
+	 * the free ports */
+	for (uint32_t tries = 0; tries < 64 + n; tries++) {
+		uint32_t k = tries < 64 ? uroce_random32() % n : (start + tries - 64) % n;
+		uint16_t port = (uint16_t)(lo + k);
+		int fd;
 
-		if (fd == -EADDRINUSE)
+		if (port == ROCE_V2_PORT)
+			continue;
+		fd = uroce_eng_backend(e)->tx_open(qp->src_ip4, port);
+		if (fd == -EADDRINUSE || fd == -EACCES)
 			continue;
 		if (fd < 0)
 			return -fd;
-		uroce_net_set_bufs(fd, 4 << 20);
 		qp->tx_fd = fd;
 		qp->sport = port;
-		qp->qpn = (gen << 16) | port;
+		qp->qpn = uroce_eng_slot(e) << 16 | port;
 		return 0;
 	}
 	return EADDRINUSE;
@@ -711,7 +719,7 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd
 	qp->cap = *cap;
 	if (qp->cap.max_send_sge == 0)
 		qp->cap.max_send_sge = 1;
-	qp->tx_fd = qp->rx_fd = -1;
+	qp->tx_fd = qp->flow.fd = -1;
 	qp->src_ip4 = ctx->dev.ip4;
 	qp->sq_size = pow2_at_least(cap->max_send_wr ? cap->max_send_wr : 1);
 	qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
@@ -1013,7 +1021,7 @@ static void apply_fn(void *arg)
 		}
 		if (sip != qp->src_ip4) {
 			/* another source address: same port, new socket */
-			int fd = uroce_net_tx_socket(sip, qp->sport);
+			int fd = uroce_eng_backend(qp->ctx->eng)->tx_open(sip, qp->sport);
 
 			if (fd < 0) {
 				c->ret = -fd;

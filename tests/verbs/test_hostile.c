@@ -338,9 +338,11 @@ static struct hpkt fx_write(const struct fx *f)
 	return h;
 }
 
-/* Sends udp payload pay[0..len) from 127.0.0.1:sport to 127.0.0.1:4791 as
- * one IPv4 datagram with DF and ID 0 (UDP checksum 0: none). */
-static void inject_raw(const struct fx *f, uint16_t sport, const uint8_t *pay, size_t len)
+/* Sends udp payload pay[0..len) from saddr:sport to 127.0.0.1:4791 as one
+ * IPv4 datagram with DF and the given IP ID (UDP checksum 0: none, as the
+ * kernel's rxe sends). */
+static void inject_from(const struct fx *f, uint32_t saddr, uint16_t sport, uint16_t id,
+			const uint8_t *pay, size_t len)
 {
 	uint8_t pkt[2048];
 	size_t n = 20 + 8 + len;
@@ -352,10 +354,12 @@ static void inject_raw(const struct fx *f, uint16_t sport, const uint8_t *pay, s
 	pkt[0] = 0x45;
 	pkt[2] = (uint8_t)(n >> 8);
 	pkt[3] = (uint8_t)n;
-	pkt[6] = 0x40; /* DF, ID 0 */
+	pkt[4] = (uint8_t)(id >> 8);
+	pkt[5] = (uint8_t)id;
+	pkt[6] = 0x40; /* DF */
 	pkt[8] = 64;
 	pkt[9] = IPPROTO_UDP;
-	memcpy(pkt + 12, &f->lo, 4);
+	memcpy(pkt + 12, &saddr, 4);
 	memcpy(pkt + 16, &f->lo, 4);
 	pkt[20] = (uint8_t)(sport >> 8);
 	pkt[21] = (uint8_t)sport;
@@ -371,6 +375,11 @@ static void inject_raw(const struct fx *f, uint16_t sport, const uint8_t *pay, s
 	r = sendto(f->raw, pkt, n, 0, (struct sockaddr *)&dst, sizeof(dst));
 	T_ASSERTF(r == (ssize_t)n, "raw sendto %zu bytes: %zd (%s)", n, r, strerror(errno));
 	tv_msleep(1); /* one datagram at a time */
+}
+
+static void inject_raw(const struct fx *f, uint16_t sport, const uint8_t *pay, size_t len)
+{
+	inject_from(f, f->lo, sport, 0, pay, len);
 }
 
 /* Builds h, appends its ICRC (computed for source port sport, then xored
@@ -536,25 +545,32 @@ T_CASE(wrong_dest_qpn_dropped)
 {
 	struct fx f;
 	struct hpkt h;
-	uint64_t q0;
+	uint64_t q0, w0, m0;
 
 	fx_open(&f);
+	/* Injected from a's flow port, they reach b's flow socket; b drops
+	 * each or, when its DestQP names another engine's slot, forwards it
+	 * to that engine's mailbox (whoever holds the slot drops it). */
 	q0 = CNT(SIDE_B, drop_bad_qpn);
+	w0 = CNT(SIDE_B, rx_fwd_out);
+	m0 = CNT(SIDE_B, fwd_failed);
 	h = fx_write(&f);
-	/* same flow port, another generation (a restarted peer's stale QPN) */
+	/* same flow port, another slot (a restarted peer's stale QPN) */
 	h.dqpn = f.dqpn ^ 0x010000;
 	inject(&f, f.sport, &h, 0);
-	/* the requester's own QPN */
-	h.dqpn = f.p.a.qp->qp_num;
+	/* b's slot, a port no QP of b has */
+	h.dqpn = f.dqpn ^ 0x0001;
 	inject(&f, f.sport, &h, 0);
-	/* QP 1 (GSI) and 0xffffff (multicast QPN) */
+	/* QP 1 (GSI) and 0xffffff (multicast QPN): never forwarded */
 	h.dqpn = 1;
 	inject(&f, f.sport, &h, 0);
 	h.dqpn = 0xffffff;
 	inject(&f, f.sport, &h, 0);
-	WAIT_CNT(SIDE_B, drop_bad_qpn, q0 + 4);
+	WAIT_CNT(SIDE_B, drop_bad_qpn, q0 + 3);
 	tv_msleep(20);
-	T_EQ_INT(CNT(SIDE_B, drop_bad_qpn), q0 + 4);
+	T_EQ_INT(CNT(SIDE_B, drop_bad_qpn) - q0 + CNT(SIDE_B, rx_fwd_out) - w0 +
+			 CNT(SIDE_B, fwd_failed) - m0,
+		 4);
 	fx_untouched(&f);
 	fx_alive(&f, 103);
 	fx_close(&f);
@@ -668,34 +684,66 @@ T_CASE(psn_far_behind_is_duplicate_not_placed)
 	fx_close(&f);
 }
 
-T_CASE(spoofed_source_port_not_delivered)
+/* A foreign RoCEv2 peer (the kernel's rxe, a NIC) sends from a source port
+ * of its own choosing, with incrementing IP IDs and UDP checksum 0. Such a
+ * packet reaches b from any port (through whichever engine's port socket
+ * the kernel picks, forwarded if need be); a corrupted one does not, nor
+ * one from an address that is not b's peer. */
+T_CASE(foreign_source_port_delivered)
 {
 	struct fx f;
 	struct hpkt h;
-	uint64_t rxb, rxa, qa;
-	uint16_t bport;
+	uint8_t buf[2048];
+	uint64_t rec, bad, qb;
+	size_t n;
+	uint32_t other;
+	uint16_t ports[3];
 
 	fx_open(&f);
-	bport = (uint16_t)(f.p.b.qp->qp_num & 0xffff);
-	rxb = CNT(SIDE_B, rx_pkts);
+	ports[0] = (uint16_t)(f.sport ^ 1);
+	ports[1] = 0xc123;
+	ports[2] = ROCE_V2_PORT;
+	rec = CNT(SIDE_B, icrc_id_recovered);
+	bad = CNT(SIDE_B, icrc_errors);
+	qb = CNT(SIDE_B, drop_bad_qpn);
 	h = fx_write(&f);
-	/* ports that are nobody's flow: the connected rx socket never sees them */
-	inject(&f, (uint16_t)(f.sport ^ 1), &h, 0);
-	inject(&f, (uint16_t)(f.sport ^ 0x4000), &h, 0);
-	inject(&f, ROCE_V2_PORT, &h, 0);
-	tv_msleep(50);
-	T_EQ_INT(CNT(SIDE_B, rx_pkts), rxb);
+	/* corrupted (one payload bit) from a foreign port, ID 0x4242: dropped */
+	n = build_hdr(buf, &h);
+	put_le32(buf + n, t_icrc(f.lo, f.lo, 0xc123, ROCE_V2_PORT, 0x4242, buf, n));
+	buf[n - 3] ^= 0x10;
+	inject_from(&f, f.lo, 0xc123, 0x4242, buf, n + ICRC_LEN);
+	WAIT_CNT(SIDE_B, icrc_errors, bad + 1);
+	/* from another address of this host: not b's peer */
+	other = htonl(INADDR_LOOPBACK + 1);
+	n = build_hdr(buf, &h);
+	put_le32(buf + n, t_icrc(other, f.lo, 0xc123, ROCE_V2_PORT, 7, buf, n));
+	inject_from(&f, other, 0xc123, 7, buf, n + ICRC_LEN);
+	WAIT_CNT(SIDE_B, drop_bad_qpn, qb + 1);
+	tv_msleep(20);
 	fx_untouched(&f);
-	/* b's own flow port: the kernel hands it to a's rx socket (connected
-	 * to b's port), where the DestQP (b's) does not match */
-	rxa = CNT(SIDE_A, rx_pkts);
-	qa = CNT(SIDE_A, drop_bad_qpn);
-	inject(&f, bport, &h, 0);
-	WAIT_CNT(SIDE_A, drop_bad_qpn, qa + 1);
-	T_EQ_INT(CNT(SIDE_A, rx_pkts), rxa + 1);
-	T_EQ_INT(CNT(SIDE_B, rx_pkts), rxb);
-	fx_untouched(&f);
-	fx_alive(&f, 107);
+	/* then genuine ones from three foreign ports, IDs counting up */
+	for (int i = 0; i < 3; i++) {
+		h.psn = psn_add(f.epsn, (uint32_t)i);
+		h.va = (uintptr_t)f.tgt.p + HOST_OFF + (uint64_t)i * PAYLEN;
+		n = build_hdr(buf, &h);
+		put_le32(buf + n, t_icrc(f.lo, f.lo, ports[i], ROCE_V2_PORT, (uint16_t)(0x100 + i),
+					 buf, n));
+		inject_from(&f, f.lo, ports[i], (uint16_t)(0x100 + i), buf, n + ICRC_LEN);
+	}
+	{
+		double t0 = tv_now();
+
+		while (tv_check_at(f.tgt.p + HOST_OFF + 2 * PAYLEN, PAYLEN, 0x4057113, 0) !=
+			       (size_t)-1 &&
+		       tv_now() - t0 < 2.0)
+			tv_msleep(2);
+	}
+	for (int i = 0; i < 3; i++)
+		T_PATTERN(f.tgt.p + HOST_OFF + (size_t)i * PAYLEN, PAYLEN, 0x4057113, 0);
+	T_EQ_INT(CNT(SIDE_B, icrc_id_recovered), rec + 3);
+	T_EQ_INT(CNT(SIDE_B, icrc_errors), bad + 1);
+	T_CANARY(f.tgt.p, HOST_OFF + 3 * PAYLEN, TGT_LEN - HOST_OFF - 3 * PAYLEN);
+	T_EQ_INT(tv_qp_state(f.p.b.qp), IBV_QPS_RTS);
 	fx_close(&f);
 }
 
