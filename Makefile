@@ -23,7 +23,16 @@ ifneq ($(SANITIZER),)
 CFLAGS_BASE += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS_SAN := -fsanitize=$(SANITIZER)
 endif
-HAVE_ISAL := $(shell test -e /usr/include/isa-l/crc.h && echo 1)
+# Build configuration, probed after scripts/deps.sh has installed what it
+# can: GNU make remakes an included makefile first and then reads itself
+# again, so the very first build on a fresh machine already sees ISA-L.
+# The probe runs again when the ISA-L header appears, and every object
+# depends on its result.
+CONFIG   := $(BUILD)/config.mk
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+-include $(CONFIG)
+endif
+HAVE_ISAL ?= $(shell test -e /usr/include/isa-l/crc.h && echo 1)
 ifeq ($(HAVE_ISAL),1)
 CFLAGS_BASE += -DHAVE_ISAL=1
 ISAL_LIB := -lisal
@@ -56,10 +65,15 @@ all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(TOPO) $(UNIT_BINS) $(VERBS_
 deps:
 	@scripts/deps.sh build
 
+$(CONFIG): scripts/deps.sh $(wildcard /usr/include/isa-l/crc.h)
+	@mkdir -p $(dir $@)
+	@scripts/deps.sh build
+	@echo "HAVE_ISAL := $$(test -e /usr/include/isa-l/crc.h && echo 1)" > $@
+
 test-deps:
 	@scripts/deps.sh test
 
-$(O)/lib/%.o: src/%.c
+$(O)/lib/%.o: src/%.c $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
 
