@@ -3,6 +3,7 @@
 #   make            build everything into build/
 #   make demo       two processes move data with WRITE, READ and SEND on loopback
 #   make test       every test (unit, verbs semantics, real Debian clients)
+#   make interop    uroce against the kernel's soft-RoCE (rdma_rxe) in a QEMU guest (root)
 #   make bench      benchmarks (JSON + Markdown table under build/bench/)
 #   make SANITIZER=address   (or undefined, address,undefined, thread)
 #
@@ -129,6 +130,19 @@ test-verbs: all
 
 test-clients: all test-deps
 	@tests/run.sh clients
+
+# Interop with the Linux kernel's soft-RoCE (rdma_rxe) in a QEMU guest
+# (tests/interop/run.sh; root). rc_ops is built against the system's
+# libibverbs, not ours: the same binary runs in the guest on rxe and on the
+# host under `uroce run`.
+INTEROP_RC_OPS := $(BUILD)/interop/rc_ops
+.PHONY: interop
+interop: all $(INTEROP_RC_OPS)
+	@tests/interop/run.sh
+
+$(INTEROP_RC_OPS): tests/interop/rc_ops.c
+	@mkdir -p $(dir $@)
+	gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -o $@ $< -libverbs
 
 bench: all
 	@scripts/deps.sh bench

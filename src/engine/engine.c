@@ -93,6 +93,7 @@ struct uroce_engine {
 	struct sockaddr_in tx_dst[TX_BATCH];
 	struct uroce_qp *cur_tx_qp[TX_BATCH];
 	uint32_t tx_len[TX_BATCH];
+	uint8_t tx_pad[TX_BATCH];    /* where the ICRC starts in tx_trl */
 	/* GSO: runs of the batch glued into one datagram each */
 	struct mmsghdr gso_msg[TX_BATCH];
 	struct iovec gso_iov[TX_BATCH * TX_IOV];
@@ -526,6 +527,28 @@ static void flush_faulty(struct uroce_engine *e)
 	e->ntx = 0;
 }
 
+/* XORs the ICRC of every segment after the first of each GSO run with
+ * the change its IP ID brings (segment k gets ID k); twice undoes it. */
+static void gso_fix_icrc(struct uroce_engine *e, unsigned k)
+{
+	unsigned i = 0;
+
+	for (unsigned r = 0; r < k; r++) {
+		for (unsigned j = 0; j < e->gso_cnt[r]; j++, i++) {
+			uint8_t *t = e->tx_trl[i] + e->tx_pad[i];
+			uint32_t d;
+
+			if (!j)
+				continue;
+			d = wire_icrc_id_delta((uint16_t)j, 8 + e->tx_len[i]);
+			t[0] ^= (uint8_t)d;
+			t[1] ^= (uint8_t)(d >> 8);
+			t[2] ^= (uint8_t)(d >> 16);
+			t[3] ^= (uint8_t)(d >> 24);
+		}
+	}
+}
+
 /* Glues runs of same-sized datagrams into GSO datagrams (UDP_SEGMENT):
  * every segment is already a complete RoCEv2 packet, so the kernel's
  * fixed-size cut gives exactly the packets we built. Returns the number
@@ -615,10 +638,15 @@ void uroce_eng_flush(struct uroce_engine *e)
 		return;
 	}
 	if (uroce_net_gso && e->ntx > 1) {
-		if (!send_all(e, e->gso_msg, gso_pack(e), e->gso_cnt)) {
+		unsigned k = gso_pack(e);
+
+		/* the ICRCs must be those of the IDs the segments will carry */
+		gso_fix_icrc(e, k);
+		if (!send_all(e, e->gso_msg, k, e->gso_cnt)) {
 			e->ntx = 0;
 			return;
 		}
+		gso_fix_icrc(e, k); /* back to ID 0 for plain datagrams */
 		/* no GSO here: fall back to plain datagrams for good */
 		uroce_info("UDP GSO unavailable (%s); sending datagram by datagram", strerror(errno));
 		uroce_net_gso = 0;
@@ -693,6 +721,7 @@ void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_tx
 	e->tx_trl[i][pad + 2] = (uint8_t)(icrc >> 16);
 	e->tx_trl[i][pad + 3] = (uint8_t)(icrc >> 24);
 	iov[n++].iov_len = pad + ICRC_LEN;
+	e->tx_pad[i] = (uint8_t)pad;
 
 	memset(&e->tx_dst[i], 0, sizeof(e->tx_dst[i]));
 	e->tx_dst[i].sin_family = AF_INET;

@@ -83,6 +83,31 @@ static void id_basis(uint32_t b[16], size_t after)
 	}
 }
 
+uint32_t wire_icrc_id_delta(uint16_t id, size_t udp_len)
+{
+	/* two lengths cached: a GSO run's segments and its shorter last one */
+	static __thread size_t len_c[2];
+	static __thread uint32_t basis_c[2][16];
+	static __thread int next;
+	uint32_t d = 0;
+	int k;
+
+	for (k = 0; k < 2 && len_c[k] != udp_len; k++)
+		;
+	if (k == 2) {
+		k = next;
+		next ^= 1;
+		/* as in wire_icrc_solve_id: the ID ends at byte 14 of the
+		 * ICRC buffer (8 ones, then the IPv4 header) */
+		id_basis(basis_c[k], 8 + 20 + udp_len - ICRC_LEN - 14);
+		len_c[k] = udp_len;
+	}
+	for (int i = 0; i < 16; i++)
+		if (id & (1u << i))
+			d ^= basis_c[k][i];
+	return d;
+}
+
 int wire_icrc_solve_id(uint32_t computed_id0, uint32_t received, size_t udp_len,
 		       uint16_t *id_out)
 {

@@ -169,6 +169,12 @@ uint32_t wire_crc32(uint32_t crc, const void *buf, size_t len);
 int wire_icrc_solve_id(uint32_t computed_id0, uint32_t received, size_t udp_len,
 		       uint16_t *id_out);
 
+/* What changes in the ICRC of a packet (UDP length udp_len) when its IPv4
+ * ID is id instead of 0: XOR it in. UDP GSO gives the k-th segment of a
+ * datagram the ID k (inet_gso_segment), and a receiver that checks the
+ * ICRC strictly (rxe, NICs) sees that ID. */
+uint32_t wire_icrc_id_delta(uint16_t id, size_t udp_len);
+
 /* 24-bit PSN arithmetic: signed distance a - b. */
 static inline int32_t psn_diff(uint32_t a, uint32_t b)
 {

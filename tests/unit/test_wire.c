@@ -83,6 +83,27 @@ T_CASE(icrc_id_recovery)
 	}
 }
 
+/* The ICRC a GSO segment must carry (IP ID k) is the ID-0 one XOR the
+ * delta, and it is exactly what the scapy vector with ID 0x1234 carries. */
+T_CASE(icrc_id_delta_matches_real_id)
+{
+	const struct vec *v = &vecs[1];
+	uint8_t pkt[256];
+	size_t n = unhex(v->hex, pkt);
+	uint32_t c0 = icrc_of(v, pkt, n, 0);
+	uint16_t id = 0;
+
+	T_EQ_U64(c0 ^ wire_icrc_id_delta(0x1234, 8 + n), le32(pkt + n - 4));
+	T_EQ_U64(wire_icrc_id_delta(0, 8 + n), 0);
+	for (uint32_t k = 1; k < 70000; k += 997) {
+		uint16_t want = (uint16_t)k;
+
+		T_EQ_U64(c0 ^ wire_icrc_id_delta(want, 8 + n), icrc_of(v, pkt, n, want));
+		T_ASSERT(wire_icrc_solve_id(c0, c0 ^ wire_icrc_id_delta(want, 8 + n), 8 + n, &id));
+		T_EQ_INT(id, want);
+	}
+}
+
 T_CASE(parse_vectors)
 {
 	uint8_t pkt[256];
