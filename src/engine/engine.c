@@ -113,6 +113,7 @@ struct uroce_engine {
 	struct sockaddr_in rx_from[RX_BATCH];
 	int rx_ce;                   /* the packet being handled was CE-marked */
 	uint8_t rx_tos;              /* TOS byte of the datagram being handled */
+	uint16_t rx_ip_id;           /* its IP ID as the ICRC check found it */
 	uint8_t *rx_buf;
 
 	/* receive demultiplexing (docs/design.md) */
@@ -682,6 +683,7 @@ static void capture(struct uroce_qp *qp, int tx, const struct iovec *iov, int n)
 		h.saddr = qp->peer_ip4;
 		h.daddr = qp->src_ip4;
 		h.sport = qp->peer_sport;
+		h.ip_id = qp->ctx->eng->rx_ip_id;
 	}
 	uroce_pcap_write(&h, iov, n);
 }
@@ -778,11 +780,28 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 		.saddr = qp->peer_ip4, .daddr = qp->src_ip4,
 		.sport = qp->peer_sport, .dport = ROCE_V2_PORT, .ip_id = 0,
 	};
-	uint32_t icrc, got;
-	uint16_t id;
+	uint32_t icrc = 0, got = 0;
+	uint16_t id = 0;
+	int icrc_ok;
 
 	c->rx_pkts++;
 	c->rx_bytes += len;
+	/* The ICRC first, so that a capture shows the IP ID it implies (UDP
+	 * GSO numbers a datagram's segments 0, 1, 2...). */
+	e->rx_ip_id = 0;
+	icrc_ok = len >= BTH_LEN + ICRC_LEN;
+	if (icrc_ok) {
+		iov.iov_base = (void *)buf;
+		iov.iov_len = len - ICRC_LEN;
+		icrc = wire_icrc_v4(&ip, &iov, 1);
+		got = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 |
+		      (uint32_t)buf[len - 2] << 16 | (uint32_t)buf[len - 1] << 24;
+		if (icrc != got) {
+			icrc_ok = wire_icrc_solve_id(icrc, got, 8 + len, &id);
+			if (icrc_ok)
+				e->rx_ip_id = id;
+		}
+	}
 	if (unlikely(uroce_pcap_on)) {
 		struct iovec whole = { (void *)buf, len };
 
@@ -793,18 +812,12 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 		c->drop_malformed++;
 		return;
 	}
-	iov.iov_base = (void *)buf;
-	iov.iov_len = len - ICRC_LEN;
-	icrc = wire_icrc_v4(&ip, &iov, 1);
-	got = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 | (uint32_t)buf[len - 2] << 16 |
-	      (uint32_t)buf[len - 1] << 24;
-	if (icrc != got) {
-		if (!wire_icrc_solve_id(icrc, got, 8 + len, &id)) {
-			c->icrc_errors++;
-			return;
-		}
-		c->icrc_id_recovered++;
+	if (!icrc_ok) {
+		c->icrc_errors++;
+		return;
 	}
+	if (e->rx_ip_id)
+		c->icrc_id_recovered++;
 	if (p.dqpn != qp->qpn) {
 		c->drop_bad_qpn++;
 		return;
