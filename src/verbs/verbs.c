@@ -659,12 +659,15 @@ static int alloc_qpn(struct uroce_qp *qp)
 {
 	const struct uroce_engine *e = qp->ctx->eng;
 	const uint32_t lo = 1024, n = 65535 - lo; /* ports 1024..65534 */
+	/* Random probes above 4791 first: capture tools (tshark) pick the
+	 * dissector of the lower port of a UDP datagram, and many below 4791
+	 * are registered to other protocols. Then a sweep of the whole range:
+	 * a nearly full host still finds the free ports. */
+	const uint32_t hi_lo = ROCE_V2_PORT + 1, hi_n = 65535 - hi_lo;
 	uint32_t start = uroce_random32() % n;
 
-	/* random probes first, then a sweep: a nearly full host still finds
-	 * the free ports */
 	for (uint32_t tries = 0; tries < 64 + n; tries++) {
-		uint32_t k = tries < 64 ? uroce_random32() % n : (start + tries - 64) % n;
+		uint32_t k = tries < 64 ? hi_lo - lo + uroce_random32() % hi_n : (start + tries - 64) % n;
 		uint16_t port = (uint16_t)(lo + k);
 		int fd;
 
