@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 const char *const statf_names[] = {
@@ -36,21 +35,17 @@ int statf_index(const char *name)
 int statf_load(const char *path, struct uroce_stat_file *out)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct uroce_stat_file *f;
+	ssize_t n;
 
 	if (fd < 0)
 		return -1;
-	f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
+	/* pread, not mmap: a file still being created (size 0) or one of an
+	 * older, shorter layout would raise SIGBUS when mapped past its end */
+	n = pread(fd, out, sizeof(*out), 0);
 	close(fd);
-	if (f == MAP_FAILED)
+	if (n != (ssize_t)sizeof(*out) || out->magic != UROCE_STAT_MAGIC ||
+	    out->version != UROCE_STAT_VERSION || out->size != sizeof(*out))
 		return -1;
-	if (f->magic != UROCE_STAT_MAGIC || f->version != UROCE_STAT_VERSION ||
-	    f->size != sizeof(*f)) {
-		munmap(f, sizeof(*f));
-		return -1;
-	}
-	memcpy(out, f, sizeof(*out));
-	munmap(f, sizeof(*f));
 	return 0;
 }
 
