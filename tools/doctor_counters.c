@@ -373,9 +373,17 @@ static void check_drops(struct cdoc *cd, struct doc_check *c)
 				   "IBV_ACCESS_REMOTE_* or on a UD QP)" },
 		{ CI(drop_tx_full), "the socket refused to send (send buffer full): raise "
 				    "net.core.wmem_max" },
+		{ CI(drop_qkey), "UD datagrams whose Q_Key is not the receiving QP's: the "
+				 "sender's remote_qkey and the receiver's IBV_QP_QKEY must agree" },
+		{ CI(drop_no_rwqe), "UD or UC messages with no receive WQE posted (no RNR on "
+				    "UD/UC: post receives before the peer sends, keep enough posted)" },
+		{ CI(uc_msgs_dropped), "UC messages dropped whole because a packet of them was "
+				       "lost (IBA 9.8.3): UC does not resend" },
+		{ CI(ud_len_errs), "UD datagrams longer than the receive WQE (completed with "
+				   "IBV_WC_LOC_LEN_ERR): post 40 bytes of GRH + the largest message" },
 	};
 	uint64_t all = 0, pkts = 0, txfull = 0;
-	int any_ks[8], m = 0;
+	int any_ks[16], m = 0;
 	char w[64];
 
 	for (size_t j = 0; j < sizeof(why) / sizeof(why[0]); j++)
@@ -401,7 +409,7 @@ static void check_drops(struct cdoc *cd, struct doc_check *c)
 	}
 	if (!all) {
 		doc_set(c, DOC_PASS, "no packets dropped by uroce (malformed, bad QPN, state, P_Key, "
-				     "opcode, send buffer)");
+				     "opcode, send buffer, Q_Key, receive WQEs, UC messages)");
 		return;
 	}
 	doc_set(c, pct(all, pkts) >= 1 ? DOC_FAIL : DOC_WARN, "%llu packets dropped by uroce (%s)%s",

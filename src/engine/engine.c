@@ -52,7 +52,7 @@ struct held_pkt {
 	uint8_t *buf;
 	int fd;
 	struct sockaddr_in dst;
-	uint16_t sport;              /* rx: the UDP source port it came from */
+	struct uroce_rx_meta m;      /* rx: where it came from */
 };
 
 struct eng_cmd {
@@ -112,8 +112,7 @@ struct uroce_engine {
 	uint8_t rx_ctl[RX_BATCH][2 * CMSG_SPACE(sizeof(int))];
 	struct sockaddr_in rx_from[RX_BATCH];
 	int rx_ce;                   /* the packet being handled was CE-marked */
-	uint8_t rx_tos;              /* TOS byte of the datagram being handled */
-	uint16_t rx_ip_id;           /* its IP ID as the ICRC check found it */
+	struct uroce_rx_meta rxm;    /* the datagram being handled */
 	uint8_t *rx_buf;
 
 	/* receive demultiplexing (docs/design.md) */
@@ -137,6 +136,15 @@ struct uroce_engine {
 	} out[UROCE_MAX_SLOTS];
 	uint16_t out_dirty[UROCE_MAX_SLOTS];
 	unsigned ndirty;
+
+	/* multicast groups joined for attached UD QPs: a socket each */
+	struct mcast_grp {
+		uint32_t group;          /* network order */
+		struct uroce_rxsrc src;
+		struct uroce_qp *qps[UROCE_MAX_MCAST_QP_ATTACH];
+		int nqps;
+	} mcast[UROCE_MAX_MCAST_GRP];
+	int nmcast;
 };
 
 uint64_t uroce_eng_now(struct uroce_engine *e)
@@ -416,7 +424,7 @@ static void hold(struct uroce_engine *e, struct uroce_qp *qp, int dir, const uin
 	h->dir = dir;
 	h->len = len;
 	h->fd = fd;
-	h->sport = qp ? qp->peer_sport : 0;
+	h->m = e->rxm;
 	if (dst)
 		h->dst = *dst;
 	/* Reordering holds a packet behind 1..N later ones (at most 1 ms);
@@ -444,7 +452,7 @@ static void release_held(struct uroce_engine *e, int force)
 			continue;
 		}
 		if (h.dir == FAULT_RX && h.qp && h.qp->rx_on) {
-			h.qp->peer_sport = h.sport;
+			e->rxm = h.m;
 			rx_packet(e, h.qp, h.buf, h.len);
 			uroce_resp_flush_ack(e, h.qp, e->now);
 		} else if (h.dir == FAULT_TX && h.qp) {
@@ -499,7 +507,7 @@ static void flush_faulty(struct uroce_engine *e)
 		int copies = 1;
 
 		e->pkt_seq++;
-		if (uroce_fault_hit(f, f->loss)) {
+		if (uroce_fault_hit(f, f->loss) || uroce_fault_nth(f, e->pkt_seq)) {
 			e->ctx->cnt->fault_dropped++;
 			continue;
 		}
@@ -568,7 +576,8 @@ static unsigned gso_pack(struct uroce_engine *e)
 		m->msg_namelen = e->tx_msg[i].msg_hdr.msg_namelen;
 		m->msg_iov = &e->gso_iov[iv];
 		while (i < e->ntx && cnt < GSO_MAX_SEGS && total + e->tx_len[i] <= GSO_MAX_BYTES &&
-		       e->tx_len[i] <= seg) {
+		       e->tx_len[i] <= seg &&
+		       e->tx_dst[i].sin_addr.s_addr == ((struct sockaddr_in *)m->msg_name)->sin_addr.s_addr) {
 			struct msghdr *p = &e->tx_msg[i].msg_hdr;
 
 			memcpy(&e->gso_iov[iv], p->msg_iov, sizeof(struct iovec) * p->msg_iovlen);
@@ -658,7 +667,7 @@ void uroce_eng_flush(struct uroce_engine *e)
 
 /* Records a datagram of qp, sent (tx) or received, with the headers it
  * has on the wire. */
-static void capture(struct uroce_qp *qp, int tx, const struct iovec *iov, int n)
+static void capture(struct uroce_qp *qp, int tx, uint32_t daddr, const struct iovec *iov, int n)
 {
 	static const uint8_t zero[6];
 	struct uroce_cap_hdr h = { .ttl = 64, .dport = ROCE_V2_PORT };
@@ -672,26 +681,29 @@ static void capture(struct uroce_qp *qp, int tx, const struct iovec *iov, int n)
 		h.smac = qp->ctx->dev.mac;
 		h.dmac = qp->peer_mac;
 		h.saddr = qp->src_ip4;
-		h.daddr = qp->peer_ip4;
+		h.daddr = daddr;
 		h.sport = qp->sport;
 	} else {
-		h.tos = qp->ctx->eng->rx_tos;
+		const struct uroce_rx_meta *m = &qp->ctx->eng->rxm;
+
+		h.tos = m->tos;
 		if (qp->ctx->eng->rx_ce)
 			h.tos |= 3; /* CE, also when fault injection marked it */
 		h.smac = qp->peer_mac;
 		h.dmac = qp->ctx->dev.mac;
-		h.saddr = qp->peer_ip4;
-		h.daddr = qp->src_ip4;
-		h.sport = qp->peer_sport;
-		h.ip_id = qp->ctx->eng->rx_ip_id;
+		h.saddr = m->saddr;
+		h.daddr = m->daddr;
+		h.sport = m->sport;
+		h.ip_id = m->ip_id;
 	}
 	uroce_pcap_write(&h, iov, n);
 }
 
 void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_txpkt *p)
 {
+	uint32_t daddr = p->dst_ip4 ? p->dst_ip4 : qp->peer_ip4;
 	struct wire_ip4 ip = {
-		.saddr = qp->src_ip4, .daddr = qp->peer_ip4,
+		.saddr = qp->src_ip4, .daddr = daddr,
 		.sport = qp->sport, .dport = ROCE_V2_PORT, .ip_id = 0,
 	};
 	unsigned i, pad;
@@ -728,7 +740,7 @@ void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_tx
 	memset(&e->tx_dst[i], 0, sizeof(e->tx_dst[i]));
 	e->tx_dst[i].sin_family = AF_INET;
 	e->tx_dst[i].sin_port = htons(ROCE_V2_PORT);
-	e->tx_dst[i].sin_addr.s_addr = qp->peer_ip4;
+	e->tx_dst[i].sin_addr.s_addr = daddr;
 	memset(&e->tx_msg[i], 0, sizeof(e->tx_msg[i]));
 	e->tx_msg[i].msg_hdr.msg_name = &e->tx_dst[i];
 	e->tx_msg[i].msg_hdr.msg_namelen = sizeof(e->tx_dst[i]);
@@ -737,7 +749,7 @@ void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_tx
 	e->cur_tx_qp[i] = qp;
 	e->tx_len[i] = (uint32_t)(hl + p->paylen + pad + ICRC_LEN);
 	if (unlikely(uroce_pcap_on))
-		capture(qp, 1, iov, n);
+		capture(qp, 1, daddr, iov, n);
 	uroce_trace("pkt_tx", "qpn=0x%x dqpn=0x%x op=%s psn=0x%x payload=%u bytes=%zu", qp->qpn,
 		    p->h.dqpn, wire_opcode_name(p->h.opcode), p->h.psn, p->paylen,
 		    hl + p->paylen + pad + ICRC_LEN);
@@ -777,8 +789,8 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 	struct wire_pkt p;
 	struct iovec iov;
 	struct wire_ip4 ip = {
-		.saddr = qp->peer_ip4, .daddr = qp->src_ip4,
-		.sport = qp->peer_sport, .dport = ROCE_V2_PORT, .ip_id = 0,
+		.saddr = e->rxm.saddr, .daddr = e->rxm.daddr,
+		.sport = e->rxm.sport, .dport = ROCE_V2_PORT, .ip_id = 0,
 	};
 	uint32_t icrc = 0, got = 0;
 	uint16_t id = 0;
@@ -788,7 +800,8 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 	c->rx_bytes += len;
 	/* The ICRC first, so that a capture shows the IP ID it implies (UDP
 	 * GSO numbers a datagram's segments 0, 1, 2...). */
-	e->rx_ip_id = 0;
+	e->rxm.ip_id = 0;
+	e->rxm.len = (uint32_t)len;
 	icrc_ok = len >= BTH_LEN + ICRC_LEN;
 	if (icrc_ok) {
 		iov.iov_base = (void *)buf;
@@ -799,13 +812,13 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 		if (icrc != got) {
 			icrc_ok = wire_icrc_solve_id(icrc, got, 8 + len, &id);
 			if (icrc_ok)
-				e->rx_ip_id = id;
+				e->rxm.ip_id = id;
 		}
 	}
 	if (unlikely(uroce_pcap_on)) {
 		struct iovec whole = { (void *)buf, len };
 
-		capture(qp, 0, &whole, 1);
+		capture(qp, 0, 0, &whole, 1);
 	}
 	memset(&p, 0, sizeof(p));
 	if (wire_parse(buf, len, &p) != WIRE_OK) {
@@ -816,10 +829,18 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 		c->icrc_errors++;
 		return;
 	}
-	if (e->rx_ip_id)
+	if (e->rxm.ip_id)
 		c->icrc_id_recovered++;
-	if (p.dqpn != qp->qpn) {
+	if (p.dqpn != qp->qpn && !(p.dqpn == UROCE_MCAST_QPN && qp->type == IBV_QPT_UD)) {
 		c->drop_bad_qpn++;
+		return;
+	}
+	/* The opcode's transport must be the QP's (IBA 9.2.1, C9-? (9.6.1.1)). */
+	if (p.opcode != OP_CNP &&
+	    (p.opcode & OP_TRANSPORT_MASK) != (qp->type == IBV_QPT_UD   ? OP_UD
+					       : qp->type == IBV_QPT_UC ? OP_UC
+									: OP_RC)) {
+		c->drop_opcode++;
 		return;
 	}
 	uroce_trace("pkt_rx", "qpn=0x%x op=%s psn=0x%x payload=%u bytes=%zu", qp->qpn,
@@ -828,6 +849,12 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 		/* Reaction point: counted. uroce does not shape its rate yet
 		 * (no DCQCN), see docs/design.md. */
 		c->cnp_handled++;
+		return;
+	}
+	if (qp->type == IBV_QPT_UD) {
+		if (unlikely(e->rx_ce))
+			c->ecn_marked++; /* no flow to notify: CNPs are per RC/UC QP */
+		uroce_ud_rx(e, qp, &p, &e->rxm);
 		return;
 	}
 	if (unlikely(e->rx_ce)) {
@@ -848,7 +875,7 @@ static void rx_faulty(struct uroce_engine *e, struct uroce_qp *qp, uint8_t *buf,
 	int copies = 1;
 
 	e->pkt_seq++;
-	if (uroce_fault_hit(f, f->loss)) {
+	if (uroce_fault_hit(f, f->loss) || uroce_fault_nth(f, e->pkt_seq)) {
 		e->ctx->cnt->fault_dropped++;
 		return;
 	}
@@ -986,6 +1013,118 @@ static int qpn_reserved(uint32_t qpn)
 	return qpn <= 1 || qpn == 0xffffff;
 }
 
+static void deliver(struct uroce_engine *e, struct uroce_qp *qp, uint8_t *buf, uint32_t len)
+{
+	touch(e, qp);
+	if (unlikely(e->fault.enabled && (e->fault.dir & FAULT_RX)))
+		rx_faulty(e, qp, buf, len);
+	else
+		rx_packet(e, qp, buf, len);
+}
+
+static struct mcast_grp *mcast_find(struct uroce_engine *e, uint32_t group)
+{
+	for (int i = 0; i < e->nmcast; i++)
+		if (e->mcast[i].group == group)
+			return &e->mcast[i];
+	return NULL;
+}
+
+/* A datagram to a group: a copy for every QP of ours attached to it (IBA
+ * 10.5.2.2; the kernel gives each engine's group socket its own copy). */
+static void mcast_deliver(struct uroce_engine *e, uint32_t dqpn, uint8_t *buf, uint32_t len)
+{
+	struct mcast_grp *g = mcast_find(e, e->rxm.daddr);
+	static __thread uint8_t copy[PKT_MAX];
+
+	if (!g || dqpn != UROCE_MCAST_QPN || !g->nqps) {
+		e->ctx->cnt->rx_pkts++;
+		e->ctx->cnt->rx_bytes += len;
+		e->ctx->cnt->drop_bad_qpn++;
+		return;
+	}
+	for (int i = 0; i < g->nqps; i++) {
+		uint8_t *b = buf;
+
+		if (g->nqps > 1 && len <= sizeof(copy)) {
+			/* fault injection may corrupt what it is given */
+			memcpy(copy, buf, len);
+			b = copy;
+		}
+		deliver(e, g->qps[i], b, len);
+	}
+}
+
+int uroce_eng_mcast_attach(struct uroce_engine *e, struct uroce_qp *qp, uint32_t group)
+{
+	struct mcast_grp *g = mcast_find(e, group);
+
+	if (!g) {
+		int fd;
+
+		if (e->nmcast == UROCE_MAX_MCAST_GRP)
+			return ENOMEM;
+		fd = e->be->mcast_open(group, qp->src_ip4, e->ctx->dev.ifindex);
+		if (fd < 0)
+			return -fd;
+		g = &e->mcast[e->nmcast];
+		memset(g, 0, sizeof(*g));
+		g->group = group;
+		g->src.fd = fd;
+		g->src.kind = RXS_MCAST;
+		g->src.ip4 = group;
+		if (watch(e, &g->src)) {
+			close(fd);
+			return ENOMEM;
+		}
+		e->nmcast++;
+	}
+	for (int i = 0; i < g->nqps; i++)
+		if (g->qps[i] == qp)
+			return 0; /* attached already */
+	if (g->nqps == UROCE_MAX_MCAST_QP_ATTACH)
+		return ENOMEM;
+	g->qps[g->nqps++] = qp;
+	qp->nmcast++;
+	return 0;
+}
+
+int uroce_eng_mcast_detach(struct uroce_engine *e, struct uroce_qp *qp, uint32_t group)
+{
+	struct mcast_grp *g = mcast_find(e, group);
+	int i;
+
+	if (!g)
+		return EINVAL;
+	for (i = 0; i < g->nqps && g->qps[i] != qp; i++)
+		;
+	if (i == g->nqps)
+		return EINVAL;
+	g->qps[i] = g->qps[--g->nqps];
+	qp->nmcast--;
+	if (!g->nqps) {
+		/* The last member leaves: the socket (and its membership) go,
+		 * and the last group fills the hole. This runs as an engine
+		 * command, before the turn's epoll_wait, so no event in hand
+		 * points at the entry that moves; epoll's own pointer is
+		 * updated. */
+		close_src(e, &g->src);
+		*g = e->mcast[--e->nmcast];
+		if (g != &e->mcast[e->nmcast]) {
+			struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &g->src };
+
+			epoll_ctl(e->epfd, EPOLL_CTL_MOD, g->src.fd, &ev);
+		}
+	}
+	return 0;
+}
+
+void uroce_eng_mcast_detach_all(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	for (int i = e->nmcast - 1; i >= 0; i--)
+		uroce_eng_mcast_detach(e, qp, e->mcast[i].group);
+}
+
 /* One RoCEv2 packet (UDP payload) from saddr:sport to daddr. */
 static void rx_dispatch(struct uroce_engine *e, int kind, uint32_t saddr, uint16_t sport,
 			uint32_t daddr, uint8_t *buf, uint32_t len)
@@ -1001,11 +1140,20 @@ static void rx_dispatch(struct uroce_engine *e, int kind, uint32_t saddr, uint16
 		return;
 	}
 	dqpn = (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7]; /* BTH DestQP */
+	e->rxm.saddr = saddr;
+	e->rxm.daddr = daddr;
+	e->rxm.sport = sport;
+	/* ECN field 11: congestion experienced */
+	e->rx_ce = (e->rxm.tos & 3) == 3;
+	if (kind == RXS_MCAST) {
+		mcast_deliver(e, dqpn, buf, len);
+		return;
+	}
 	qp = e->qtab[dqpn & (QTAB_SIZE - 1)];
 	if (!qp || qp->qpn != dqpn) {
 		struct uroce_fwd_hdr h = {
 			.magic = UROCE_FWD_MAGIC, .saddr = saddr, .daddr = daddr, .sport = sport,
-			.len = (uint16_t)len, .tos = e->rx_tos,
+			.len = (uint16_t)len, .tos = e->rxm.tos,
 		};
 		int err;
 
@@ -1026,9 +1174,11 @@ static void rx_dispatch(struct uroce_engine *e, int kind, uint32_t saddr, uint16
 		c->drop_bad_qpn++;
 		return;
 	}
-	/* An RC QP hears only its peer's address, at the address it uses
-	 * (the source port is flow entropy: any is accepted). */
-	if (!qp->rx_on || saddr != qp->peer_ip4 || daddr != qp->src_ip4) {
+	/* An RC or UC QP hears only its peer's address, a UD QP anyone's, at
+	 * the address it uses (the source port is flow entropy: any is
+	 * accepted). */
+	if (!qp->rx_on || (qp->type != IBV_QPT_UD && saddr != qp->peer_ip4) ||
+	    daddr != qp->src_ip4) {
 		c->rx_pkts++;
 		c->rx_bytes += len;
 		if (qp->rx_on)
@@ -1037,16 +1187,12 @@ static void rx_dispatch(struct uroce_engine *e, int kind, uint32_t saddr, uint16
 			c->drop_state++;
 		return;
 	}
-	qp->peer_sport = sport; /* for the ICRC and captures */
-	if (kind == RXS_INBOX)
-		learn(e, qp, sport);
-	touch(e, qp);
-	/* ECN field 11: congestion experienced */
-	e->rx_ce = (e->rx_tos & 3) == 3;
-	if (unlikely(e->fault.enabled && (e->fault.dir & FAULT_RX)))
-		rx_faulty(e, qp, buf, len);
-	else
-		rx_packet(e, qp, buf, len);
+	if (qp->type != IBV_QPT_UD) {
+		qp->peer_sport = sport; /* the flow's port, for flow sockets */
+		if (kind == RXS_INBOX)
+			learn(e, qp, sport); /* a datagram QP has no one flow */
+	}
+	deliver(e, qp, buf, len);
 }
 
 /* A mailbox message: records of a header and a packet each. */
@@ -1067,7 +1213,7 @@ static void rx_inbox_msg(struct uroce_engine *e, uint8_t *buf, uint32_t len)
 			return;
 		}
 		e->ctx->cnt->rx_fwd_in++;
-		e->rx_tos = h.tos;
+		e->rxm.tos = h.tos;
 		rx_dispatch(e, RXS_INBOX, h.saddr, h.sport, h.daddr, buf + off, h.len);
 		off += (h.len + 3u) & ~3u;
 	}
@@ -1167,7 +1313,7 @@ static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 				rx_inbox_msg(e, buf, len);
 				continue;
 			}
-			e->rx_tos = 0;
+			e->rxm.tos = 0;
 			for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
 				if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
 					int gs;
@@ -1176,7 +1322,7 @@ static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 					if (gs > 0)
 						seg = (uint32_t)gs;
 				} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
-					e->rx_tos = *(uint8_t *)CMSG_DATA(c);
+					e->rxm.tos = *(uint8_t *)CMSG_DATA(c);
 				}
 			}
 			/* A GRO buffer holds datagrams of seg bytes, the last
@@ -1319,10 +1465,14 @@ static void *engine_main(void *arg)
 			uint32_t tail = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
 
 			next = qp->act_next;
-			uroce_req_timers(e, qp, e->now);
-			uroce_req_progress(e, qp, e->now);
-			uroce_resp_progress(e, qp, e->now);
-			uroce_resp_flush_ack(e, qp, e->now);
+			if (qp->type == IBV_QPT_UD) {
+				uroce_ud_progress(e, qp, e->now);
+			} else {
+				uroce_req_timers(e, qp, e->now);
+				uroce_req_progress(e, qp, e->now);
+				uroce_resp_progress(e, qp, e->now);
+				uroce_resp_flush_ack(e, qp, e->now);
+			}
 			/* Anything sent or retired is work: keep polling. */
 			if (e->queued != before ||
 			    atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) != tail)
@@ -1452,6 +1602,8 @@ void uroce_eng_stop(struct uroce_ctx *ctx)
 	free(e->held);
 	for (int i = 0; i < e->nports; i++)
 		close(e->port[i].fd);
+	for (int i = 0; i < e->nmcast; i++)
+		close(e->mcast[i].src.fd);
 	while (e->inbox)
 		inbox_close(e, e->inbox);
 	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++) {

@@ -29,6 +29,12 @@
 #define UROCE_MAX_RD_ATOMIC 16
 #define UROCE_MAX_MSG (1u << 31)
 #define UROCE_MAX_QP 65536
+#define UROCE_MAX_MCAST_GRP 64       /* groups per device context */
+#define UROCE_MAX_MCAST_QP_ATTACH 16 /* QPs per group per device context */
+/* GRH area in front of every UD receive (IBA 11.4.1.2; RoCEv2 IPv4: the
+ * IPv4 header in its last 20 bytes). */
+#define UROCE_GRH_LEN 40
+#define UROCE_MCAST_QPN 0xffffffu     /* DestQP of multicast datagrams (IBA 10.5.2.2) */
 
 /* Selective repeat (UROCE_RETRANS=sr): PSNs tracked ahead of the
  * cumulative point, at most the largest window (UROCE_WINDOW <= 4096). */
@@ -116,6 +122,10 @@ struct uroce_swqe {
 	uint32_t status;             /* enum ibv_wc_status once decided */
 	uint64_t atomic_orig;
 	uint64_t stage_key;          /* staging identity (unique per WQE) */
+	/* UD: the destination from the address handle and the WR */
+	uint32_t ud_ip4;             /* network order */
+	uint32_t ud_qpn, ud_qkey;
+	uint8_t ud_tos;
 	struct ibv_sge *sge;         /* num_sge entries (qp->sq_sge) */
 	uint8_t *inl;                /* inline bytes (qp->sq_inline) */
 };
@@ -157,7 +167,7 @@ struct uroce_sr_rx {
 
 /* Something the engine receives from (epoll data.ptr): a port socket, a
  * QP's flow socket or the mailbox (net.h). */
-enum { RXS_PORT, RXS_FLOW, RXS_MAILBOX, RXS_INBOX };
+enum { RXS_PORT, RXS_FLOW, RXS_MAILBOX, RXS_INBOX, RXS_MCAST };
 struct uroce_rxsrc {
 	int fd;
 	int kind;                    /* RXS_*; INBOX: a connection to the mailbox */
@@ -168,6 +178,7 @@ struct uroce_rxsrc {
 struct uroce_qp {
 	struct ibv_qp_ex qpx;        /* qpx.qp_base is the ibv_qp */
 	struct uroce_ctx *ctx;
+	enum ibv_qp_type type;       /* IBV_QPT_RC, UC or UD */
 	struct uroce_pd *pd;
 	struct uroce_cq *scq, *rcq;
 	struct uroce_srq *srq;
@@ -250,6 +261,8 @@ struct uroce_qp {
 	uint16_t flow_sport;         /* the peer port it is connected to */
 	uint8_t relearns;            /* times it was pointed at another port */
 	uint8_t rx_on;               /* RTR or later: in the engine's QPN table */
+	uint8_t mcast_if;            /* UD: the send socket has IP_MULTICAST_IF */
+	uint8_t nmcast;              /* UD: multicast groups attached */
 	uint8_t touched;             /* on the engine's touched list */
 	struct uroce_qp *touch_next;
 	uint32_t pmtu;               /* bytes: min(path_mtu, active mtu) */
@@ -321,6 +334,7 @@ struct uroce_qp {
 		struct uroce_atomic_res atm[UROCE_MAX_RD_ATOMIC];
 		uint32_t atm_next;
 		int comm_est;
+		int uc_drop;             /* UC: drop until the next FIRST/ONLY (9.8.3) */
 		/* selective repeat: the run of placed PSNs to report next */
 		uint32_t blk_lo, blk_hi;
 		int sack_due;
@@ -347,6 +361,19 @@ void uroce_sr_set_range(uint64_t *m, uint32_t psn, uint32_t n);
  * NAK's PSN (ePSN) as hi - ePSN (12 bits) and the run's length - 1. */
 #define SACK_OFF_SHIFT 12
 #define SACK_LEN_MASK 0xfffu
+
+/* An address handle (UD): where its datagrams go. */
+struct uroce_ah {
+	struct ibv_ah ibah;
+	struct ibv_ah_attr attr;
+	uint32_t ip4;                /* destination, network order (a group for multicast) */
+	uint8_t tos;                 /* GRH traffic class */
+};
+
+static inline struct uroce_ah *to_uah(struct ibv_ah *a)
+{
+	return container_of(a, struct uroce_ah, ibah);
+}
 
 /* Asynchronous events of a context. */
 struct uroce_async {
@@ -415,9 +442,25 @@ const struct uroce_backend *uroce_eng_backend(const struct uroce_engine *e);
 int uroce_eng_bind_qp(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_unbind_qp(struct uroce_engine *e, struct uroce_qp *qp);
 
+/* Multicast (UD): a QP joins or leaves the IPv4 group (network order)
+ * on the engine thread. 0 or an errno. */
+int uroce_eng_mcast_attach(struct uroce_engine *e, struct uroce_qp *qp, uint32_t group);
+int uroce_eng_mcast_detach(struct uroce_engine *e, struct uroce_qp *qp, uint32_t group);
+void uroce_eng_mcast_detach_all(struct uroce_engine *e, struct uroce_qp *qp);
+
+/* What the engine knows of a received datagram beyond its UDP payload. */
+struct uroce_rx_meta {
+	uint32_t saddr, daddr;       /* network order (daddr: a group for multicast) */
+	uint16_t sport;              /* host order */
+	uint16_t ip_id;              /* as the ICRC check found it */
+	uint8_t tos;                 /* IP TOS byte */
+	uint32_t len;                /* UDP payload bytes */
+};
+
 /* Packet output: header bytes plus payload iovecs; the engine adds pad
  * and ICRC and batches the datagram. */
 struct uroce_txpkt {
+	uint32_t dst_ip4;            /* UD: destination (network order); 0: the QP's peer */
 	struct wire_pkt h;
 	const struct iovec *pay;     /* payload pieces (may be NULL) */
 	int npay;
@@ -473,8 +516,17 @@ void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t no
 void uroce_comp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
 		   uint64_t now);
 void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now);
+/* Gathers [off, off+len) of a WQE's data into iovecs (host memory in
+ * place, CUDA memory staged): 0 or a completion status. */
+int uroce_req_gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t len,
+		     struct iovec *iov, int *niov);
 uint64_t uroce_req_next_deadline(const struct uroce_qp *qp);
 int uroce_req_busy(const struct uroce_qp *qp);
+
+/* ud.c: UD requester and receiver (engine thread). */
+void uroce_ud_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now);
+void uroce_ud_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
+		 const struct uroce_rx_meta *m);
 
 /* resp.c: responder (engine thread). */
 void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
@@ -482,6 +534,10 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now);
 void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now);
 int uroce_resp_busy(const struct uroce_qp *qp);
+/* Takes the next receive WQE (RQ or SRQ) into qp->resp: 1, or 0 if none. */
+int uroce_resp_take_rwqe(struct uroce_qp *qp);
+/* Scatters bytes into the taken receive WQE at qp->resp.msg_off. */
+enum ibv_wc_status uroce_resp_place_send(struct uroce_qp *qp, const uint8_t *src, uint32_t len);
 
 uint32_t uroce_qpn_port(uint32_t qpn);
 

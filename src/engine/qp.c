@@ -179,6 +179,19 @@ void uroce_qp_flush(struct uroce_qp *qp)
 		uroce_cq_push(qp->scq, &wc, 0);
 	}
 	qp->req.cur = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
+	if (qp->resp.have_rwqe) {
+		/* a receive WQE taken for a message that will never end (its
+		 * SRQ's too: every receive WR completes exactly once) */
+		struct ibv_wc wc = {
+			.wr_id = qp->resp.rwqe_id,
+			.status = IBV_WC_WR_FLUSH_ERR,
+			.opcode = IBV_WC_RECV,
+			.qp_num = qp->qpn,
+		};
+
+		if (uroce_cq_push(qp->rcq, &wc, 0) == 0)
+			qp->resp.have_rwqe = 0;
+	}
 	if (qp->srq)
 		return;
 	while ((r = uroce_rq_peek(&qp->rq))) {
@@ -197,6 +210,10 @@ void uroce_qp_flush(struct uroce_qp *qp)
 
 void uroce_qp_to_error(struct uroce_qp *qp)
 {
+	/* IBA 11.6.3.1 (o11-5.2.?): a QP on an SRQ that enters the error
+	 * state takes no more WQEs from it: Last WQE Reached. */
+	if (qp->srq && qp->eng_state != IBV_QPS_ERR)
+		uroce_async_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, &qp->qpx.qp_base);
 	qp->eng_state = IBV_QPS_ERR;
 	qp->attr.qp_state = IBV_QPS_ERR;
 	atomic_store(&qp->state, IBV_QPS_ERR);

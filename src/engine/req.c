@@ -67,8 +67,8 @@ uint64_t uroce_req_next_deadline(const struct uroce_qp *qp)
 /* Gathers [off, off+len) of a WQE's local data into iovecs: host memory in
  * place (zero copy), CUDA memory through the QP's staging window. Returns 0
  * or a completion status (IBV_WC_LOC_PROT_ERR). */
-static int gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t len,
-		  struct iovec *iov, int *niov)
+int uroce_req_gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t len,
+		     struct iovec *iov, int *niov)
 {
 	const struct uroce_mr *pmr[UROCE_MAX_SGE];
 	uint64_t pva[UROCE_MAX_SGE];
@@ -913,6 +913,8 @@ static int build_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t k,
 			  struct uroce_txpkt *tp, struct iovec *iov)
 {
 	int is_write = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	/* UC opcodes are RC's plus 0x20 (IBA 9.2.1 table 38) */
+	uint8_t tr = qp->type == IBV_QPT_UC ? OP_UC : OP_RC;
 	int imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 	int inv = w->opcode == IBV_WR_SEND_WITH_INV;
 	uint32_t off = k * qp->pmtu;
@@ -939,13 +941,14 @@ static int build_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t k,
 					    : inv ? OP_SEND_LAST_INV : OP_SEND_LAST)
 				     : OP_SEND_MIDDLE;
 	}
+	tp->h.opcode |= tr;
 	tp->h.pkey = DEFAULT_PKEY;
 	tp->h.dqpn = qp->dest_qpn;
 	tp->h.psn = psn_add(w->first_psn, k);
 	tp->h.se = last && (w->flags & SWQE_SOLICITED);
 	if (last)
 		tp->h.imm_be = inv ? htonl(w->rkey) : w->imm_be;
-	st = gather(qp, w, off, len, iov, &niov);
+	st = uroce_req_gather(qp, w, off, len, iov, &niov);
 	if (st)
 		return st;
 	tp->pay = iov;
@@ -968,7 +971,9 @@ static void send_wqe_packets(struct uroce_engine *e, struct uroce_qp *qp, struct
 			fail_oldest(qp, (enum ibv_wc_status)st);
 			return;
 		}
-		if (k == w->npkts - 1 || ++qp->req.pkts_since_ackreq >= ACKREQ_EVERY) {
+		if (qp->type == IBV_QPT_UC) {
+			/* no AckReq on UC: nothing answers */
+		} else if (k == w->npkts - 1 || ++qp->req.pkts_since_ackreq >= ACKREQ_EVERY) {
 			tp.h.ackreq = 1;
 			qp->req.pkts_since_ackreq = 0;
 		}
@@ -1092,11 +1097,19 @@ void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t no
 			if (qp->eng_state != IBV_QPS_RTS)
 				return;
 		}
-		if (qp->req.psn != before)
+		if (qp->req.psn != before && qp->type == IBV_QPT_RC)
 			arm_timers(qp, now);
 		if (qp->req.cur_pkt < w->npkts)
 			break; /* window or budget exhausted */
 		qp->req.cur++;
 		qp->req.cur_pkt = 0;
+	}
+	if (qp->type == IBV_QPT_UC && psn_diff(qp->req.psn, qp->req.una) > 0) {
+		/* UC (IBA 9.8.2): nothing is acknowledged; a WQE is done once
+		 * its packets have left, and only then may its completion let
+		 * the application touch the buffers again. */
+		uroce_eng_flush(e);
+		qp->req.una = qp->req.psn;
+		retire(qp);
 	}
 }

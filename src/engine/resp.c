@@ -124,7 +124,7 @@ static int remote_ok(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t l
 	return 1;
 }
 
-static int take_rwqe(struct uroce_qp *qp)
+int uroce_resp_take_rwqe(struct uroce_qp *qp)
 {
 	struct uroce_rq *rq = qp->srq ? &qp->srq->rq : &qp->rq;
 	struct uroce_rwqe *r = uroce_rq_peek(rq);
@@ -147,7 +147,7 @@ static int take_rwqe(struct uroce_qp *qp)
 }
 
 /* Scatters a SEND payload into the receive WQE at msg_off. */
-static enum ibv_wc_status place_send(struct uroce_qp *qp, const uint8_t *src, uint32_t len)
+enum ibv_wc_status uroce_resp_place_send(struct uroce_qp *qp, const uint8_t *src, uint32_t len)
 {
 	uint32_t off = qp->resp.msg_off;
 
@@ -554,6 +554,127 @@ static void duplicate(struct uroce_engine *e, struct uroce_qp *qp, const struct 
 	qp->resp.ack_now = 1;
 }
 
+/* ---- UC responder (IBA 9.8.3) ----
+ * No ACKs, NAKs or RNR: a packet either continues the message in
+ * progress at the expected PSN or, if it is a FIRST or ONLY, starts a new
+ * one wherever its PSN is. Anything else means packets were lost: the
+ * message in progress is dropped whole, and so is every packet up to the
+ * next FIRST or ONLY (o9-? "the responder shall silently drop"). A
+ * dropped SEND leaves its receive WQE for the next message. */
+
+/* Abandons the message in progress (a packet of it was lost). */
+static void uc_abandon(struct uroce_qp *qp)
+{
+	if (qp->resp.msg != RESP_MSG_NONE)
+		qp->ctx->cnt->uc_msgs_dropped++;
+	qp->resp.msg = RESP_MSG_NONE;
+	qp->resp.msg_off = 0;
+}
+
+static void uc_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p)
+{
+	uint32_t f = wire_opcodes[p->opcode].flags;
+	int kind = (f & OPF_SEND) ? RESP_MSG_SEND : RESP_MSG_WRITE;
+
+	if (p->psn != qp->resp.epsn || ((f & OPF_FIRST) ? qp->resp.msg != RESP_MSG_NONE
+						       : qp->resp.msg != kind)) {
+		uc_abandon(qp);
+		if (!(f & OPF_FIRST)) {
+			/* a MIDDLE or LAST whose message began unseen */
+			qp->resp.epsn = psn_add(p->psn, 1);
+			qp->ctx->cnt->drop_opcode++;
+			return;
+		}
+	}
+	qp->resp.epsn = psn_add(p->psn, 1);
+	/* Length rules as RC (9.7.4.1.5, C9-? for UC in 9.8.3): a packet
+	 * that breaks them is dropped with its message. */
+	if (!(f & OPF_LAST) ? p->paylen != qp->pmtu : p->paylen > qp->pmtu) {
+		uc_abandon(qp);
+		qp->ctx->cnt->drop_malformed++;
+		return;
+	}
+	if (f & OPF_SEND) {
+		enum ibv_wc_status st;
+
+		if ((f & OPF_FIRST) && !qp->resp.have_rwqe && !uroce_resp_take_rwqe(qp)) {
+			/* no receive WQE: the message is dropped (no RNR on UC) */
+			qp->ctx->cnt->drop_no_rwqe++;
+			return;
+		}
+		if (f & OPF_FIRST) {
+			qp->resp.msg = RESP_MSG_SEND;
+			qp->resp.msg_off = 0;
+		}
+		st = uroce_resp_place_send(qp, p->payload, p->paylen);
+		if (st) {
+			/* local errors end the QP (9.9.3.1, class D) */
+			struct ibv_wc wc = {
+				.wr_id = qp->resp.rwqe_id, .status = st, .opcode = IBV_WC_RECV,
+				.qp_num = qp->qpn,
+			};
+
+			uroce_cq_push(qp->rcq, &wc, 1);
+			qp->resp.have_rwqe = 0;
+			uroce_qp_to_error(qp);
+			uroce_async_event(qp->ctx, IBV_EVENT_QP_FATAL, &qp->qpx.qp_base);
+			return;
+		}
+		qp->resp.msg_off += p->paylen;
+		if (f & OPF_LAST) {
+			complete_recv(qp, p, IBV_WC_RECV, qp->resp.msg_off);
+			qp->resp.msg = RESP_MSG_NONE;
+		}
+		return;
+	}
+	/* RDMA WRITE */
+	if (f & OPF_FIRST) {
+		if (!remote_ok(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE, NULL)) {
+			/* UC: a remote access violation drops the message
+			 * silently (9.8.3.2) */
+			qp->ctx->cnt->rem_access_errs++;
+			return;
+		}
+		qp->resp.wr_rkey = p->rkey;
+		qp->resp.wr_va = p->va;
+		qp->resp.wr_len = p->dma_len;
+		qp->resp.msg_off = 0;
+		qp->resp.msg = RESP_MSG_WRITE;
+	}
+	if ((uint64_t)qp->resp.msg_off + p->paylen > qp->resp.wr_len ||
+	    ((f & OPF_LAST) && qp->resp.msg_off + p->paylen != qp->resp.wr_len)) {
+		uc_abandon(qp);
+		qp->ctx->cnt->drop_malformed++;
+		return;
+	}
+	if (p->paylen) {
+		uint64_t va = qp->resp.wr_va + qp->resp.msg_off;
+		struct uroce_mr *mr;
+
+		if (!remote_ok(qp, qp->resp.wr_rkey, va, p->paylen, IBV_ACCESS_REMOTE_WRITE, &mr) ||
+		    uroce_place(qp, mr, va, p->payload, p->paylen)) {
+			uc_abandon(qp);
+			qp->ctx->cnt->rem_access_errs++;
+			return;
+		}
+	}
+	qp->resp.msg_off += p->paylen;
+	if (f & OPF_LAST) {
+		qp->resp.msg = RESP_MSG_NONE;
+		/* WRITE with immediate consumes a receive WQE at its end */
+		if (f & OPF_IMM) {
+			if (!qp->resp.have_rwqe && !uroce_resp_take_rwqe(qp)) {
+				qp->ctx->cnt->drop_no_rwqe++;
+				return;
+			}
+			complete_recv(qp, p, IBV_WC_RECV_RDMA_WITH_IMM, qp->resp.wr_len);
+		} else if (uroce_place_dirty(qp)) {
+			uroce_place_flush(qp);
+		}
+	}
+	(void)e;
+}
+
 void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
 		   uint64_t now)
 {
@@ -574,6 +695,10 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		qp->resp.comm_est = 1;
 		if (qp->eng_state == IBV_QPS_RTR)
 			uroce_async_event(qp->ctx, IBV_EVENT_COMM_EST, &qp->qpx.qp_base);
+	}
+	if (qp->type == IBV_QPT_UC) {
+		uc_rx(e, qp, p);
+		return;
 	}
 	d = psn_diff(p->psn, qp->resp.epsn);
 	if (d > 0) {
@@ -614,7 +739,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		enum ibv_wc_status st;
 
 		if (f & OPF_FIRST) {
-			if (!take_rwqe(qp)) {
+			if (!uroce_resp_take_rwqe(qp)) {
 				/* Receiver not ready (9.7.5.2.8). */
 				send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
 					  qp->resp.epsn);
@@ -627,7 +752,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 			qp->resp.msg = RESP_MSG_SEND;
 			qp->resp.msg_off = 0;
 		}
-		st = place_send(qp, p->payload, p->paylen);
+		st = uroce_resp_place_send(qp, p->payload, p->paylen);
 		if (st) {
 			nak_fatal(e, qp, st == IBV_WC_LOC_LEN_ERR ? NAK_INVALID_REQ : NAK_REM_OP_ERR, st);
 			return;
@@ -649,7 +774,7 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		/* WRITE with immediate consumes a receive WQE at its last
 		 * packet; take it before changing any state, so that an RNR
 		 * NAK leaves the responder as it was. */
-		if ((f & OPF_IMM) && !qp->resp.have_rwqe && !take_rwqe(qp)) {
+		if ((f & OPF_IMM) && !qp->resp.have_rwqe && !uroce_resp_take_rwqe(qp)) {
 			send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
 				  qp->resp.epsn);
 			qp->ctx->cnt->rnr_naks_sent++;

@@ -41,6 +41,30 @@ static int count(const char *name, uint64_t *out, uint64_t max)
 	return 0;
 }
 
+/* UROCE_DROP_NTH: a comma-separated list of packet numbers. */
+static int nth_list(struct uroce_fault *f)
+{
+	const char *s = getenv("UROCE_DROP_NTH");
+	char *end;
+
+	if (!s || !*s)
+		return 0;
+	while (*s) {
+		unsigned long long v = strtoull(s, &end, 10);
+
+		if (end == s || !v || f->ndrop_nth == (int)ARRAY_SIZE(f->drop_nth) ||
+		    (*end && *end != ',')) {
+			uroce_err("UROCE_DROP_NTH=%s: want up to %d packet numbers from 1, "
+				  "separated by commas", getenv("UROCE_DROP_NTH"),
+				  (int)ARRAY_SIZE(f->drop_nth));
+			return -1;
+		}
+		f->drop_nth[f->ndrop_nth++] = v;
+		s = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
 int uroce_fault_init(struct uroce_fault *f)
 {
 	const char *dir = getenv("UROCE_FAULT_DIR");
@@ -55,6 +79,7 @@ int uroce_fault_init(struct uroce_fault *f)
 	bad |= count("UROCE_REORDER", &reorder, 256);
 	bad |= count("UROCE_DELAY_US", &delay_us, 10000000);
 	bad |= count("UROCE_SEED", &seed, UINT64_MAX);
+	bad |= nth_list(f);
 	if (bad)
 		return -1;
 	f->reorder = (uint32_t)reorder;
@@ -73,6 +98,6 @@ int uroce_fault_init(struct uroce_fault *f)
 	if (!f->rng)
 		f->rng = 1;
 	f->enabled = f->loss > 0 || f->dup > 0 || f->corrupt > 0 || f->ecn_mark > 0 || f->reorder ||
-		     f->delay_ns;
+		     f->delay_ns || f->ndrop_nth;
 	return 0;
 }

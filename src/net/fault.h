@@ -5,6 +5,8 @@
  *   UROCE_DELAY_US=N  hold every packet N microseconds
  *   UROCE_FAULT_DIR=rx|tx|both   where faults apply (default rx)
  *   UROCE_ECN_MARK=P  receive packets as if a switch had marked them CE
+ *   UROCE_DROP_NTH=K[,K...]  drop exactly the K-th packets (from 1) that
+ *                     pass the injector: deterministic loss for tests
  *   UROCE_SEED=N      deterministic choices (default: from the clock)
  */
 #ifndef UROCE_FAULT_H
@@ -22,6 +24,8 @@ struct uroce_fault {
 	uint32_t reorder;        /* window, packets */
 	uint64_t delay_ns;
 	uint64_t rng;            /* xorshift64* state */
+	uint64_t drop_nth[16];   /* UROCE_DROP_NTH, ascending */
+	int ndrop_nth;
 };
 
 /* Reads the environment; returns 0, or -1 with a message for bad values. */
@@ -41,6 +45,15 @@ static inline uint64_t uroce_fault_rand(struct uroce_fault *f)
 static inline int uroce_fault_hit(struct uroce_fault *f, double p)
 {
 	return p > 0 && (double)(uroce_fault_rand(f) >> 11) * 0x1.0p-53 < p;
+}
+
+/* Whether the seq-th packet (from 1) is one UROCE_DROP_NTH names. */
+static inline int uroce_fault_nth(const struct uroce_fault *f, uint64_t seq)
+{
+	for (int i = 0; i < f->ndrop_nth; i++)
+		if (f->drop_nth[i] == seq)
+			return 1;
+	return 0;
 }
 
 #endif

@@ -93,6 +93,13 @@ struct uroce_backend {
 	int (*flow_connect)(int fd, uint32_t peer_ip4, uint16_t peer_sport);
 	/* Sends one mailbox message (never blocks): 0 or -errno. */
 	int (*mailbox_send)(int conn_fd, const void *msg, size_t len);
+	/* UD multicast: a receive socket that joined the IPv4 group on the
+	 * interface (ifindex, address if_ip4): fd or -errno. Every such
+	 * socket on the host gets its own copy of the group's datagrams. */
+	int (*mcast_open)(uint32_t group, uint32_t if_ip4, int ifindex);
+	/* Makes a send socket send to groups through the interface of
+	 * if_ip4 (looping them back to this host's members): 0 or -errno. */
+	int (*tx_mcast)(int tx_fd, uint32_t if_ip4);
 };
 
 /* The backend UROCE_BACKEND names (only "udp" for now); NULL if unknown. */

@@ -146,8 +146,10 @@ static int udp_flow_open(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport)
 {
 	int fd = uroce_net_rx_socket(ip4, peer_ip4, peer_sport);
 
+	/* as large as a port socket's: a flow socket may carry a UC or UD
+	 * burst that nothing acknowledges or resends (a limit, not memory) */
 	if (fd >= 0)
-		uroce_net_set_bufs(fd, 8 << 20);
+		uroce_net_set_bufs(fd, 64 << 20);
 	return fd;
 }
 
@@ -268,6 +270,44 @@ static int udp_mailbox_send(int conn_fd, const void *msg, size_t len)
 	return send(conn_fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -errno : 0;
 }
 
+static int udp_mcast_open(uint32_t group, uint32_t if_ip4, int ifindex)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(ROCE_V2_PORT) };
+	struct ip_mreqn mr = { .imr_ifindex = ifindex };
+	int fd = udp_socket(), one = 1, e;
+
+	if (fd < 0)
+		return -errno;
+	/* Bound to the group, so it hears only the group's datagrams; every
+	 * member socket of every process gets a copy (ip(7), multicast
+	 * delivery ignores SO_REUSEPORT balancing). */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+	sin.sin_addr.s_addr = group;
+	mr.imr_multiaddr.s_addr = group;
+	mr.imr_address.s_addr = if_ip4;
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+	    setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)) < 0) {
+		e = errno;
+		close(fd);
+		return -e;
+	}
+	uroce_net_set_bufs(fd, 8 << 20);
+	return fd;
+}
+
+static int udp_tx_mcast(int tx_fd, uint32_t if_ip4)
+{
+	struct in_addr a = { .s_addr = if_ip4 };
+	int one = 1;
+
+	if (setsockopt(tx_fd, IPPROTO_IP, IP_MULTICAST_IF, &a, sizeof(a)) < 0 ||
+	    setsockopt(tx_fd, IPPROTO_IP, IP_MULTICAST_LOOP, &one, sizeof(one)) < 0)
+		return -errno;
+	return 0;
+}
+
 const struct uroce_backend uroce_udp_backend = {
 	.name = "udp",
 	.mailbox_open = udp_mailbox_open,
@@ -279,6 +319,8 @@ const struct uroce_backend uroce_udp_backend = {
 	.flow_open = udp_flow_open,
 	.flow_connect = udp_flow_connect,
 	.mailbox_send = udp_mailbox_send,
+	.mcast_open = udp_mcast_open,
+	.tx_mcast = udp_tx_mcast,
 };
 
 const struct uroce_backend *uroce_net_backend(void)

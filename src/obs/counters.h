@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define UROCE_STAT_MAGIC 0x74617473656f7275ull /* "urocesta" */
-#define UROCE_STAT_VERSION 3
+#define UROCE_STAT_VERSION 4
 #define UROCE_STAT_DIR "/dev/shm"
 #define UROCE_STAT_PREFIX "uroce-"
 
@@ -58,7 +58,11 @@
 	X(rx_fwd_out, "packets handed to the process owning their QP")               \
 	X(rx_fwd_in, "packets handed over by another process")                         \
 	X(fwd_failed, "packets not handed over: the owner's mailbox was full")         \
-	X(flows_learned, "flow sockets connected to a peer port learned from traffic")
+	X(flows_learned, "flow sockets connected to a peer port learned from traffic") \
+	X(drop_qkey, "packets dropped: Q_Key mismatch (UD)")                            \
+	X(drop_no_rwqe, "packets dropped: no receive WQE posted (UD, UC)")              \
+	X(uc_msgs_dropped, "UC messages dropped whole after a missing packet")          \
+	X(ud_len_errs, "UD datagrams longer than the receive WQE (completed in error)")
 
 struct uroce_counters {
 #define X(n, d) uint64_t n;

@@ -227,6 +227,9 @@ void uroce__fill_device_attr(struct uroce_ctx *ctx, struct ibv_device_attr *a)
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
 	a->max_ah = 1 << 16;
+	a->max_mcast_grp = UROCE_MAX_MCAST_GRP;
+	a->max_mcast_qp_attach = UROCE_MAX_MCAST_QP_ATTACH;
+	a->max_total_mcast_qp_attach = UROCE_MAX_MCAST_GRP * UROCE_MAX_MCAST_QP_ATTACH;
 }
 
 UROCE_EXPORT int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *attr)

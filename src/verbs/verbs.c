@@ -694,8 +694,12 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd
 	struct ibv_qp_cap *cap = &init->cap;
 	int ret;
 
-	if (init->qp_type != IBV_QPT_RC) {
-		errno = EOPNOTSUPP;
+	if (init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UC &&
+	    init->qp_type != IBV_QPT_UD) {
+		errno = init->qp_type == IBV_QPT_XRC_SEND || init->qp_type == IBV_QPT_XRC_RECV ||
+				init->qp_type == IBV_QPT_RAW_PACKET || init->qp_type == IBV_QPT_DRIVER
+			? EOPNOTSUPP
+			: EINVAL;
 		return NULL;
 	}
 	if (!init->send_cq || !init->recv_cq || cap->max_send_wr > UROCE_MAX_QP_WR ||
@@ -714,6 +718,7 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd
 		return NULL;
 	}
 	qp->ctx = ctx;
+	qp->type = init->qp_type;
 	qp->pd = to_upd(ibpd);
 	qp->scq = to_ucq(init->send_cq);
 	qp->rcq = to_ucq(init->recv_cq);
@@ -764,7 +769,7 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd
 	qp->qpx.qp_base.qp_num = qp->qpn;
 	qp->qpx.qp_base.handle = qp->qpn;
 	qp->qpx.qp_base.state = IBV_QPS_RESET;
-	qp->qpx.qp_base.qp_type = IBV_QPT_RC;
+	qp->qpx.qp_base.qp_type = qp->type;
 	pthread_mutex_init(&qp->qpx.qp_base.mutex, NULL);
 	pthread_cond_init(&qp->qpx.qp_base.cond, NULL);
 	init_qp_ex_ops(qp);
@@ -850,6 +855,11 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct uroce_qp *qp = to_uqp(ibqp);
 
+	/* as the kernel's uverbs: a QP still attached to a multicast group
+	 * cannot be destroyed (detach first) */
+	if (qp->nmcast)
+		return EBUSY;
+
 	uroce_eng_call(qp->ctx, destroy_fn, qp);
 	atomic_fetch_sub(&qp->pd->refs, 1);
 	atomic_fetch_sub(&qp->scq->refs, 1);
@@ -872,8 +882,8 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	return 0;
 }
 
-/* ibv_modify_qp(3) / IBA 10.3.1 table 91: attributes each RC transition
- * requires and allows (besides IBV_QP_STATE). */
+/* ibv_modify_qp(3) / IBA 10.3.1 table 91: attributes each transition
+ * requires and allows (besides IBV_QP_STATE), per QP type. */
 struct transition {
 	int req, opt;
 	int ok;
@@ -882,15 +892,84 @@ struct transition {
 #define OPT_RTS (IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | \
 		 IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE)
 
-static struct transition transition_of(enum ibv_qp_state cur, enum ibv_qp_state next)
+static struct transition transition_rc(enum ibv_qp_state cur, enum ibv_qp_state next);
+
+/* UD (IBA 10.3.1 table 91, UD column): a Q_Key instead of access flags,
+ * no address vector, no ACK timers. */
+static struct transition transition_ud(enum ibv_qp_state cur, enum ibv_qp_state next)
 {
 	struct transition t = { 0, 0, 0 };
+
+	switch (cur) {
+	case IBV_QPS_RESET:
+		if (next == IBV_QPS_INIT) {
+			t.ok = 1;
+			t.req = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+		}
+		break;
+	case IBV_QPS_INIT:
+		if (next == IBV_QPS_INIT || next == IBV_QPS_RTR) {
+			t.ok = 1;
+			t.opt = IBV_QP_PKEY_INDEX | IBV_QP_QKEY | (next == IBV_QPS_INIT ? IBV_QP_PORT : 0);
+		}
+		break;
+	case IBV_QPS_RTR:
+		if (next == IBV_QPS_RTS) {
+			t.ok = 1;
+			t.req = IBV_QP_SQ_PSN;
+			t.opt = IBV_QP_CUR_STATE | IBV_QP_QKEY;
+		}
+		break;
+	case IBV_QPS_RTS:
+	case IBV_QPS_SQD:
+	case IBV_QPS_SQE:
+		if (next == IBV_QPS_RTS) {
+			t.ok = 1;
+			t.opt = IBV_QP_CUR_STATE | IBV_QP_QKEY;
+		} else if (next == IBV_QPS_SQD && cur == IBV_QPS_RTS) {
+			t.ok = 1;
+			t.opt = IBV_QP_EN_SQD_ASYNC_NOTIFY;
+		} else if (next == IBV_QPS_SQD && cur == IBV_QPS_SQD) {
+			t.ok = 1;
+			t.opt = IBV_QP_PKEY_INDEX | IBV_QP_QKEY;
+		}
+		break;
+	default:
+		break;
+	}
+	return t;
+}
+
+static struct transition transition_of(enum ibv_qp_type type, enum ibv_qp_state cur,
+				       enum ibv_qp_state next)
+{
+	struct transition t = { 0, 0, 0 };
+	/* UC (table 91, UC column): RC's without the ACK, retry and
+	 * READ/atomic attributes */
+	const int not_uc = type == IBV_QPT_UC
+				   ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT |
+					     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+					     IBV_QP_MAX_QP_RD_ATOMIC
+				   : 0;
 
 	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) {
 		t.ok = 1;
 		t.opt = IBV_QP_CUR_STATE;
 		return t;
 	}
+	if (type == IBV_QPT_UD)
+		return transition_ud(cur, next);
+	t = transition_rc(cur, next);
+	t.req &= ~not_uc;
+	t.opt &= ~not_uc;
+	return t;
+}
+
+/* RC (table 91, RC column). */
+static struct transition transition_rc(enum ibv_qp_state cur, enum ibv_qp_state next)
+{
+	struct transition t = { 0, 0, 0 };
+
 	switch (cur) {
 	case IBV_QPS_RESET:
 		if (next == IBV_QPS_INIT) {
@@ -999,6 +1078,10 @@ static int check_values(struct uroce_qp *qp, struct ibv_qp_attr *a, int mask)
 	}
 	if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != qp->attr.qp_state)
 		return EINVAL;
+	/* A controlled Q_Key (high bit set, IBA 10.2.5) is for privileged
+	 * users; the kernel's uverbs asks for CAP_NET_RAW. */
+	if ((mask & IBV_QP_QKEY) && (a->qkey & 0x80000000u) && !uroce__cap_net_raw())
+		return EPERM;
 	return 0;
 }
 
@@ -1012,7 +1095,27 @@ static void apply_fn(void *arg)
 	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? a->qp_state : cur;
 
 	c->ret = 0;
-	if (next == IBV_QPS_RTR && cur == IBV_QPS_INIT) {
+	if (next == IBV_QPS_RTR && cur == IBV_QPS_INIT && qp->type == IBV_QPT_UD) {
+		/* A datagram QP has no peer: it hears anyone at the device's
+		 * address, datagrams at most the port's active MTU. */
+		int ret;
+
+		qp->peer_ip4 = 0;
+		qp->dest_qpn = 0;
+		qp->tos = (getenv("UROCE_ECN") && !strcmp(getenv("UROCE_ECN"), "0")) ? 0 : 2;
+		if (qp->tos) {
+			int tos = qp->tos;
+
+			setsockopt(qp->tx_fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+		}
+		qp->pmtu = 128u << uroce_net_active_mtu(uroce_net_mtu(qp->ctx->dev.ifname));
+		qp->resp.epsn = 0;
+		ret = uroce_qp_connect(qp);
+		if (ret) {
+			c->ret = ret;
+			return;
+		}
+	} else if (next == IBV_QPS_RTR && cur == IBV_QPS_INIT) {
 		uint32_t sip = qp->ctx->dev.ip4;
 		int ret;
 
@@ -1050,7 +1153,8 @@ static void apply_fn(void *arg)
 		qp->pmtu = 128u << MIN((int)a->path_mtu,
 				       uroce_net_active_mtu(uroce_net_mtu(qp->ctx->dev.ifname)));
 		qp->resp.epsn = a->rq_psn & PSN_MASK;
-		qp->sr = uroce_retrans_sr();
+		/* selective repeat is a responder choice of RC (no ACKs on UC) */
+		qp->sr = qp->type == IBV_QPT_RC && uroce_retrans_sr();
 		ret = uroce_qp_connect(qp);
 		if (ret) {
 			c->ret = ret;
@@ -1063,10 +1167,13 @@ static void apply_fn(void *arg)
 
 		qp->req.psn = qp->req.una = qp->req.hi_psn = psn;
 		qp->req.cur = atomic_load(&qp->sq_tail);
-		qp->req.timeout_ns = a->timeout ? (uint64_t)(4096ull << a->timeout) : 0;
-		qp->req.retry_left = a->retry_cnt;
-		qp->req.rnr_left = a->rnr_retry;
-		qp->req.max_rd = a->max_rd_atomic ? a->max_rd_atomic : 1;
+		if (qp->type == IBV_QPT_RC) {
+			/* UC and UD have no ACKs, hence no timers or retries */
+			qp->req.timeout_ns = a->timeout ? (uint64_t)(4096ull << a->timeout) : 0;
+			qp->req.retry_left = a->retry_cnt;
+			qp->req.rnr_left = a->rnr_retry;
+		}
+		qp->req.max_rd = qp->type == IBV_QPT_RC && a->max_rd_atomic ? a->max_rd_atomic : 1;
 		{
 			const char *w = getenv("UROCE_WINDOW");
 			unsigned long wm = w ? strtoul(w, NULL, 0) : 256;
@@ -1119,6 +1226,8 @@ static void apply_fn(void *arg)
 		qp->attr.path_mig_state = a->path_mig_state;
 	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
 		qp->attr.en_sqd_async_notify = a->en_sqd_async_notify;
+	if (mask & IBV_QP_QKEY)
+		qp->attr.qkey = a->qkey;
 
 	if (next == cur)
 		return;
@@ -1153,7 +1262,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, in
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	if (next > IBV_QPS_ERR)
 		return EINVAL;
-	t = transition_of(cur, next);
+	t = transition_of(qp->type, cur, next);
 	extra = mask & ~IBV_QP_STATE;
 	if (!t.ok || (extra & t.req) != t.req || (extra & ~(t.req | t.opt))) {
 		uroce_dbg("modify_qp 0x%x: %d -> %d with mask 0x%x: missing 0x%x, not allowed 0x%x",
@@ -1187,7 +1296,7 @@ UROCE_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int
 		init->recv_cq = ibqp->recv_cq;
 		init->srq = ibqp->srq;
 		init->cap = qp->cap;
-		init->qp_type = IBV_QPT_RC;
+		init->qp_type = qp->type;
 		init->sq_sig_all = qp->sq_sig_all;
 	}
 	return 0;
@@ -1210,17 +1319,21 @@ UROCE_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 	return EOPNOTSUPP;
 }
 
-static int opcode_ok(enum ibv_wr_opcode op)
+/* The operations each service offers (IBA 9.4, table 40 of 9.7.7 and
+ * 9.8): UC has no READ or atomics, UD only SEND. */
+static int opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 {
 	switch (op) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
+		return 1;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return type != IBV_QPT_UD;
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return 1;
+		return type == IBV_QPT_RC;
 	default:
 		return 0;
 	}
@@ -1244,7 +1357,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 		int atomic = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 			     wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 
-		if (!opcode_ok(wr->opcode) || wr->num_sge < 0 ||
+		if (!opcode_ok(qp->type, wr->opcode) || wr->num_sge < 0 ||
 		    (uint32_t)wr->num_sge > qp->cap.max_send_sge) {
 			ret = EINVAL;
 			break;
@@ -1252,6 +1365,14 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 		for (int i = 0; i < wr->num_sge; i++)
 			len += wr->sg_list[i].length;
 		if (len > UROCE_MAX_MSG || (atomic && (wr->num_sge != 1 || len != 8))) {
+			ret = EINVAL;
+			break;
+		}
+		/* UD: an address handle of this PD, a message in one packet
+		 * (IBA 9.8.4; as rxe, a longer one is refused at post) */
+		if (qp->type == IBV_QPT_UD &&
+		    (!wr->wr.ud.ah || wr->wr.ud.ah->pd != ibqp->pd || len > qp->pmtu ||
+		     wr->wr.ud.remote_qpn > QPN_MASK)) {
 			ret = EINVAL;
 			break;
 		}
@@ -1278,7 +1399,17 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 		w->imm_be = wr->imm_data;
 		w->length = (uint32_t)len;
 		w->status = 0;
-		if (atomic) {
+		if (qp->type == IBV_QPT_UD) {
+			const struct uroce_ah *ah = to_uah(wr->wr.ud.ah);
+
+			w->ud_ip4 = ah->ip4;
+			w->ud_tos = ah->tos;
+			w->ud_qpn = wr->wr.ud.remote_qpn;
+			/* IBA 10.2.5: a WR's Q_Key with the high bit set means
+			 * the QP's own Q_Key */
+			w->ud_qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey
+									  : wr->wr.ud.remote_qkey;
+		} else if (atomic) {
 			w->remote_addr = wr->wr.atomic.remote_addr;
 			w->rkey = wr->wr.atomic.rkey;
 			w->compare_add = wr->wr.atomic.compare_add;
@@ -1337,7 +1468,7 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_rec
 	return ret;
 }
 
-/* ---- memory windows, address handles, multicast: not for RC here ---- */
+/* ---- memory windows (address handles and multicast: ud.c) ---- */
 
 static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
@@ -1351,42 +1482,6 @@ static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bin
 }
 
 static int dealloc_mw(struct ibv_mw *mw)
-{
-	return EOPNOTSUPP;
-}
-
-UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
-{
-	/* Address handles serve UD QPs, which uroce does not offer yet. */
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-UROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
-{
-	return EOPNOTSUPP;
-}
-
-UROCE_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
-				     struct ibv_wc *wc, struct ibv_grh *grh,
-				     struct ibv_ah_attr *ah_attr)
-{
-	return EOPNOTSUPP;
-}
-
-UROCE_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
-						  struct ibv_grh *grh, uint8_t port_num)
-{
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	return EOPNOTSUPP;
-}
-
-UROCE_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
 	return EOPNOTSUPP;
 }
@@ -1538,6 +1633,18 @@ static void wr_atomic_fetch_add(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t ad
 	wr_atomic(qx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, addr, add, 0);
 }
 
+static void wr_set_ud_addr(struct ibv_qp_ex *qx, struct ibv_ah *ah, uint32_t remote_qpn,
+			   uint32_t remote_qkey)
+{
+	struct ibv_send_wr *w = wr_last(qx);
+
+	if (!w)
+		return;
+	w->wr.ud.ah = ah;
+	w->wr.ud.remote_qpn = remote_qpn;
+	w->wr.ud.remote_qkey = remote_qkey;
+}
+
 static void wr_set_sge(struct ibv_qp_ex *qx, uint32_t lkey, uint64_t addr, uint32_t length)
 {
 	struct ibv_send_wr *w = wr_last(qx);
@@ -1619,6 +1726,7 @@ static void init_qp_ex_ops(struct uroce_qp *qp)
 	x->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
 	x->wr_atomic_fetch_add = wr_atomic_fetch_add;
 	x->wr_set_sge = wr_set_sge;
+	x->wr_set_ud_addr = wr_set_ud_addr;
 	x->wr_set_sge_list = wr_set_sge_list;
 	x->wr_set_inline_data = wr_set_inline_data;
 	x->wr_set_inline_data_list = wr_set_inline_data_list;

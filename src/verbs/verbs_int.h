@@ -25,6 +25,9 @@ static inline struct uroce_device *to_udev(struct ibv_device *d)
 /* device.c */
 void uroce__fill_device_attr(struct uroce_ctx *ctx, struct ibv_device_attr *a);
 
+/* ud.c */
+int uroce__cap_net_raw(void);
+
 /* verbs.c: the ops wired into each context */
 void uroce__init_ops(struct uroce_ctx *ctx);
 

@@ -9,9 +9,9 @@
 
 #define OPC(op, nm, fl) [op] = { .name = nm, .flags = (fl) }
 
-/* Header lengths are filled in from the flags at first use; see
- * wire_hdr_len(). Order of extension headers: IBTA 9.2 (RETH, AtomicETH,
- * AETH, AtomicAckETH, ImmDt, IETH). */
+/* Header lengths follow from the flags; see wire_hdr_len(). Order of
+ * extension headers: IBTA 9.2 (DETH, RETH, AtomicETH, AETH, AtomicAckETH,
+ * ImmDt, IETH). */
 const struct wire_opcode wire_opcodes[256] = {
 	OPC(OP_SEND_FIRST, "SEND_FIRST", REQ_SEND | OPF_FIRST),
 	OPC(OP_SEND_MIDDLE, "SEND_MIDDLE", REQ_SEND | OPF_MIDDLE),
@@ -38,13 +38,32 @@ const struct wire_opcode wire_opcodes[256] = {
 	OPC(OP_FETCH_ADD, "FETCH_ADD", OPF_REQ | OPF_ATOMIC | OPF_ONLY | OPF_ATMETH),
 	OPC(OP_SEND_LAST_INV, "SEND_LAST_WITH_INVALIDATE", REQ_SEND | OPF_LAST | OPF_IETH),
 	OPC(OP_SEND_ONLY_INV, "SEND_ONLY_WITH_INVALIDATE", REQ_SEND | OPF_ONLY | OPF_IETH),
+	/* UC (IBTA 9.2.1 table 38): SEND and RDMA WRITE, no responses */
+	OPC(OP_UC | OP_SEND_FIRST, "UC_SEND_FIRST", REQ_SEND | OPF_FIRST),
+	OPC(OP_UC | OP_SEND_MIDDLE, "UC_SEND_MIDDLE", REQ_SEND | OPF_MIDDLE),
+	OPC(OP_UC | OP_SEND_LAST, "UC_SEND_LAST", REQ_SEND | OPF_LAST),
+	OPC(OP_UC | OP_SEND_LAST_IMM, "UC_SEND_LAST_WITH_IMMEDIATE", REQ_SEND | OPF_LAST | OPF_IMM),
+	OPC(OP_UC | OP_SEND_ONLY, "UC_SEND_ONLY", REQ_SEND | OPF_ONLY),
+	OPC(OP_UC | OP_SEND_ONLY_IMM, "UC_SEND_ONLY_WITH_IMMEDIATE", REQ_SEND | OPF_ONLY | OPF_IMM),
+	OPC(OP_UC | OP_WRITE_FIRST, "UC_RDMA_WRITE_FIRST", REQ_WRITE | OPF_FIRST | OPF_RETH),
+	OPC(OP_UC | OP_WRITE_MIDDLE, "UC_RDMA_WRITE_MIDDLE", REQ_WRITE | OPF_MIDDLE),
+	OPC(OP_UC | OP_WRITE_LAST, "UC_RDMA_WRITE_LAST", REQ_WRITE | OPF_LAST),
+	OPC(OP_UC | OP_WRITE_LAST_IMM, "UC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+	    REQ_WRITE | OPF_LAST | OPF_IMM),
+	OPC(OP_UC | OP_WRITE_ONLY, "UC_RDMA_WRITE_ONLY", REQ_WRITE | OPF_ONLY | OPF_RETH),
+	OPC(OP_UC | OP_WRITE_ONLY_IMM, "UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+	    REQ_WRITE | OPF_ONLY | OPF_RETH | OPF_IMM),
+	/* UD: BTH, DETH (Q_Key, SrcQP), [ImmDt], payload (9.2.1, 9.3.3) */
+	OPC(OP_UD_SEND_ONLY, "UD_SEND_ONLY", REQ_SEND | OPF_ONLY | OPF_DETH),
+	OPC(OP_UD_SEND_ONLY_IMM, "UD_SEND_ONLY_WITH_IMMEDIATE",
+	    REQ_SEND | OPF_ONLY | OPF_DETH | OPF_IMM),
 	/* RoCEv2 CNP (annex A17.9.3): BTH + 16 reserved bytes, BECN set */
 	OPC(OP_CNP, "CNP", OPF_CNP | OPF_PAYLOAD),
 };
 
 static inline size_t wire_hdr_len(uint32_t f)
 {
-	return BTH_LEN + ((f & OPF_RETH) ? RETH_LEN : 0) + ((f & OPF_ATMETH) ? ATMETH_LEN : 0) +
+	return BTH_LEN + ((f & OPF_DETH) ? DETH_LEN : 0) + ((f & OPF_RETH) ? RETH_LEN : 0) + ((f & OPF_ATMETH) ? ATMETH_LEN : 0) +
 	       ((f & OPF_AETH) ? AETH_LEN : 0) + ((f & OPF_ATMACK) ? ATMACK_LEN : 0) +
 	       ((f & OPF_IMM) ? IMMDT_LEN : 0) + ((f & OPF_IETH) ? IETH_LEN : 0);
 }
@@ -87,6 +106,12 @@ int wire_parse(const uint8_t *buf, size_t len, struct wire_pkt *p)
 	if (len < hl + ICRC_LEN)
 		return WIRE_ERR_SHORT;
 	h = buf + BTH_LEN;
+	if (o->flags & OPF_DETH) {
+		/* 9.3.3: Q_Key, a reserved byte, the source QP */
+		p->qkey = get_be32(h);
+		p->src_qp = get_be32(h + 4) & QPN_MASK;
+		h += DETH_LEN;
+	}
 	if (o->flags & OPF_RETH) {
 		p->va = get_be64(h);
 		p->rkey = get_be32(h + 8);
@@ -141,6 +166,11 @@ size_t wire_build(uint8_t *buf, const struct wire_pkt *p)
 	buf[4] = (uint8_t)(p->fecn << 7 | p->becn << 6);
 	put_be32(buf + 8, p->psn & PSN_MASK);
 	buf[8] = (uint8_t)(p->ackreq << 7 | (p->sack & 1) << 6);
+	if (f & OPF_DETH) {
+		put_be32(h, p->qkey);
+		put_be32(h + 4, p->src_qp & QPN_MASK); /* the reserved byte is 0 */
+		h += DETH_LEN;
+	}
 	if (f & OPF_RETH) {
 		put_be64(h, p->va);
 		put_be32(h + 8, p->rkey);

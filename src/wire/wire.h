@@ -16,6 +16,7 @@
 #define ATMACK_LEN 8
 #define IMMDT_LEN 4
 #define IETH_LEN 4
+#define DETH_LEN 8
 #define ICRC_LEN 4
 #define DEFAULT_PKEY 0xffff
 #define PSN_MASK 0xffffffu
@@ -52,6 +53,18 @@ enum {
 	OP_CNP = 0x81,
 };
 
+/* The top 3 bits of an opcode name the transport (IBTA 9.2.1 table 38): UC
+ * opcodes are the RC ones of SEND and RDMA WRITE plus 0x20; UD has SEND
+ * ONLY (with immediate) at 0x64/0x65. */
+enum {
+	OP_TRANSPORT_MASK = 0xe0,
+	OP_RC = 0x00,
+	OP_UC = 0x20,
+	OP_UD = 0x60,
+	OP_UD_SEND_ONLY = 0x64,
+	OP_UD_SEND_ONLY_IMM = 0x65,
+};
+
 /* Opcode properties (the "mask" of the opcode table). */
 enum {
 	OPF_RETH = 1 << 0,
@@ -71,6 +84,7 @@ enum {
 	OPF_READ = 1 << 14,
 	OPF_ATOMIC = 1 << 15,
 	OPF_CNP = 1 << 16,       /* congestion notification */
+	OPF_DETH = 1 << 17,      /* datagram extended transport header (UD) */
 	OPF_ONLY = OPF_FIRST | OPF_LAST,
 };
 
@@ -124,6 +138,9 @@ struct wire_pkt {
 	uint32_t msn;    /* 24 bits */
 	/* AtomicAckETH */
 	uint64_t orig;
+	/* DETH (UD) */
+	uint32_t qkey;
+	uint32_t src_qp; /* 24 bits */
 	/* ImmDt / IETH: kept in network order, as ibv_wc.imm_data */
 	uint32_t imm_be;
 	const uint8_t *payload;

@@ -467,6 +467,18 @@ t_pingpong() {
 	log_has server.log 'iters in [0-9.]+ seconds' || return 1
 }
 
+# t_pingpong_of KIND SCTX CCTX ADDR ARGS...: ibv_KIND_pingpong (ud, uc, rc).
+t_pingpong_of() {
+	local kind=$1 sctx=$2 cctx=$3 addr=$4 port; shift 4
+	have_tools "ibv_${kind}_pingpong" || return 77
+	port=$(free_port) || return 1
+	pair "$sctx" "$cctx" "$port" \
+		"ibv_${kind}_pingpong" -g 0 -p "$port" "$@" -- \
+		"ibv_${kind}_pingpong" -g 0 -p "$port" "$@" "$addr" || return 1
+	log_has client.log 'iters in [0-9.]+ seconds' || return 1
+	log_has server.log 'iters in [0-9.]+ seconds' || return 1
+}
+
 # t_perftest SCTX CCTX ADDR TOOL ARGS...: perftest TOOL -x 0 ARGS.
 t_perftest() {
 	local sctx=$1 cctx=$2 addr=$3 tool=$4 port; shift 4
@@ -480,14 +492,28 @@ t_perftest() {
 
 # t_qperf SCTX CCTX ADDR ARGS...: qperf server + client running rc_bw rc_lat.
 t_qperf() {
-	local sctx=$1 cctx=$2 addr=$3 port; shift 3
+	t_qperf_tests "$1" "$2" "$3" "rc_bw rc_lat" "${@:4}"
+}
+
+# t_qperf_tests SCTX CCTX ADDR "TEST..." ARGS...: qperf running each TEST
+# (*_bw tests print "bw =", or "recv_bw =" for UD and UC; *_lat tests
+# "latency ="; one result line each).
+t_qperf_tests() {
+	local sctx=$1 cctx=$2 addr=$3 port t nbw=0 nlat=0; shift 3
+	local -a tests
+	read -r -a tests <<<"$1"; shift
 	have_tools qperf || return 77
 	port=$(free_port) || return 1
 	pair --persistent "$sctx" "$cctx" "$port" \
 		qperf -lp "$port" -- \
-		qperf -lp "$port" "$@" "$addr" rc_bw rc_lat || return 1
-	log_has client.log '^[[:space:]]*bw[[:space:]]*=[[:space:]]*[0-9.]+ ' "rc_bw result" || return 1
-	log_has client.log '^[[:space:]]*latency[[:space:]]*=[[:space:]]*[0-9.]+ ' "rc_lat result" || return 1
+		qperf -lp "$port" "$@" "$addr" "${tests[@]}" || return 1
+	for t in "${tests[@]}"; do
+		case $t in *_bw) nbw=$((nbw + 1)) ;; *_lat) nlat=$((nlat + 1)) ;; esac
+	done
+	[ "$(grep -cE '^[[:space:]]*(recv_)?bw[[:space:]]*=[[:space:]]*[0-9.]+ ' "$CHECK_DIR/client.log")" -eq "$nbw" ] ||
+		{ echo "expected $nbw bw results"; return 1; }
+	[ "$(grep -cE '^[[:space:]]*latency[[:space:]]*=[[:space:]]*[0-9.]+ ' "$CHECK_DIR/client.log")" -eq "$nlat" ] ||
+		{ echo "expected $nlat latency results"; return 1; }
 }
 
 # client_suite TAG SCTX CCTX ADDR DEV MTU IPV4 [QPERF_ARGS...]
@@ -522,5 +548,18 @@ client_suite() {
 	check "$tag/ib_send_lat" t_perftest "$s" "$c" "$addr" ib_send_lat -s 2 -n 1000
 	check "$tag/ib_atomic_lat" t_perftest "$s" "$c" "$addr" ib_atomic_lat -n 1000
 	check "$tag/qperf" t_qperf "$s" "$c" "$addr" "${qargs[@]}"
+	# UD and UC (datagrams and unacknowledged connections)
+	check "$tag/ud_pingpong" t_pingpong_of ud "$s" "$c" "$addr" -n 500
+	check "$tag/ud_pingpong-validate" t_pingpong_of ud "$s" "$c" "$addr" -n 200 -c -s $((mtu / 2))
+	check "$tag/uc_pingpong" t_pingpong_of uc "$s" "$c" "$addr" -n 500
+	check "$tag/uc_pingpong-validate" t_pingpong_of uc "$s" "$c" "$addr" -c -s $((mtu * 3 + 17)) -n 200 -m "$mtu"
+	check "$tag/ib_send_bw-ud" t_perftest "$s" "$c" "$addr" ib_send_bw -c UD -n 1000
+	check "$tag/ib_send_lat-ud" t_perftest "$s" "$c" "$addr" ib_send_lat -c UD -s 2 -n 1000
+	check "$tag/ib_write_bw-uc" t_perftest "$s" "$c" "$addr" ib_write_bw -c UC -s 65536 -n 1000
+	check "$tag/ib_send_bw-uc" t_perftest "$s" "$c" "$addr" ib_send_bw -c UC -s 4096 -n 1000
+	check "$tag/ib_write_lat-uc" t_perftest "$s" "$c" "$addr" ib_write_lat -c UC -s 2 -n 1000
+	check "$tag/ib_send_lat-uc" t_perftest "$s" "$c" "$addr" ib_send_lat -c UC -s 2 -n 1000
+	# a UD message fits one packet: qperf's default 2 KiB would not at MTU 1024
+	check "$tag/qperf-ud-uc" t_qperf_tests "$s" "$c" "$addr" "ud_bw ud_lat uc_bw uc_lat" "${qargs[@]}" -m "$mtu"
 	FAIL_REASON=$saved
 }

@@ -62,16 +62,30 @@ OPS = {
     22: ("SEND_LAST_WITH_INVALIDATE", 4), 23: ("SEND_ONLY_WITH_INVALIDATE", 4),
     129: ("CNP", 0),
 }
+# UC (0x20 + the RC SEND and RDMA WRITE opcodes) and UD (SEND ONLY with a
+# DETH of 8 bytes, 0x64/0x65), same table.
+UC = 0x20
+for _op in range(0, 12):
+    OPS[UC + _op] = ("UC_" + OPS[_op][0], OPS[_op][1])
+OPS[0x64] = ("UD_SEND_ONLY", 8)
+OPS[0x65] = ("UD_SEND_ONLY_WITH_IMMEDIATE", 12)
 NAME2OP = {v[0]: k for k, v in OPS.items()}
-REQUEST = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 19, 20, 22, 23}
+REQUEST = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 19, 20, 22, 23} | \
+    set(range(UC, UC + 12)) | {0x64, 0x65}
 READ_RESP = {13, 14, 15, 16}
 # message position: F first, M middle, L last, O only
 POS = {0: "F", 1: "M", 2: "L", 3: "L", 4: "O", 5: "O", 6: "F", 7: "M", 8: "L", 9: "L",
        10: "O", 11: "O", 12: "O", 19: "O", 20: "O", 22: "L", 23: "O",
-       13: "F", 14: "M", 15: "L", 16: "O"}
+       13: "F", 14: "M", 15: "L", 16: "O", 0x64: "O", 0x65: "O"}
 KIND = {0: "S", 1: "S", 2: "S", 3: "S", 4: "S", 5: "S", 22: "S", 23: "S",
-        6: "W", 7: "W", 8: "W", 9: "W", 10: "W", 11: "W", 13: "R", 14: "R", 15: "R", 16: "R"}
-IMM = {3, 5, 9, 11}
+        6: "W", 7: "W", 8: "W", 9: "W", 10: "W", 11: "W", 13: "R", 14: "R", 15: "R", 16: "R",
+        0x64: "S", 0x65: "S"}
+for _op in range(0, 12):
+    POS[UC + _op] = POS[_op]
+    KIND[UC + _op] = KIND[_op]
+IMM = {3, 5, 9, 11, UC + 3, UC + 5, UC + 9, UC + 11, 0x65}
+# Nothing answers UC and UD packets: no AckReq needed on their last ones.
+UNACKED = set(range(UC, UC + 12)) | {0x64, 0x65}
 
 
 def psn_diff(a, b):
@@ -194,7 +208,7 @@ class Checker:
             if self.counts["frames"] == 1:
                 self.selftest(p)
             if op not in OPS:
-                self.err("%s: opcode %d is not an RC opcode uroce sends" % (where, op))
+                self.err("%s: opcode %d is not an opcode uroce sends" % (where, op))
                 continue
             name, ext = OPS[op]
             # Opcode counts are of distinct packets: a go-back-N resend of
@@ -210,7 +224,12 @@ class Checker:
                 self.err("%s: %s too short for its headers" % (where, name))
                 continue
             info = {"op": op, "psn": psn, "pay": paylen, "where": where, "ackreq": ackreq}
-            if op == 12 or op in (6, 10, 11):
+            if op in (0x64, 0x65):
+                # DETH: Q_Key, reserved, source QP (IBA 9.3.3)
+                info["qkey"] = struct.unpack("!I", b[54:58])[0]
+                info["srcqp"] = int.from_bytes(b[59:62], "big")
+                self.counts["deth"] += 1
+            if op == 12 or op in (6, 10, 11, UC + 6, UC + 10, UC + 11):
                 info["dmalen"] = struct.unpack("!I", b[54 + 12:54 + 16])[0]
             if op in (13, 15, 16, 17, 18):
                 syn = b[54]
@@ -300,7 +319,8 @@ class Checker:
                     else:
                         n = None   # unknown MTU: any forward step
                 expect = None if n is None else (psn + n) & 0xffffff
-                if pos in "LO" and x is not None and is_req and not x["ackreq"]:
+                if pos in "LO" and x is not None and is_req and not x["ackreq"] and \
+                        op not in UNACKED:
                     self.err("%s: %s: last packet of a message without AckReq" % (x["where"], src))
 
     def expectations(self):

@@ -18,6 +18,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -31,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "counters.h"
 #include "t.h"
 
 #define TV_WAIT_S 30.0 /* default deadline for one completion, seconds */
@@ -252,6 +254,8 @@ struct tv_opts {
 	unsigned int access;        /* QP access flags at INIT */
 	int separate_ctx;           /* in-process pair: one context per side */
 	int channel;                /* CQs bound to a completion channel */
+	enum ibv_qp_type qp_type;   /* 0: RC; IBV_QPT_UC, IBV_QPT_UD */
+	uint32_t qkey;              /* UD: the QP's Q_Key */
 };
 
 static inline struct tv_opts tv_opts_default(void)
@@ -315,7 +319,7 @@ static inline struct ibv_qp *tv_create_rc(struct ibv_pd *pd, struct ibv_cq *scq,
 	memset(&ia, 0, sizeof(ia));
 	ia.send_cq = scq;
 	ia.recv_cq = rcq;
-	ia.qp_type = IBV_QPT_RC;
+	ia.qp_type = o->qp_type ? o->qp_type : IBV_QPT_RC;
 	ia.sq_sig_all = o->sq_sig_all;
 	ia.cap.max_send_wr = o->max_send_wr;
 	ia.cap.max_recv_wr = o->max_recv_wr;
@@ -348,8 +352,8 @@ static inline void tv_side_open_(const char *file, int line, struct tv_side *s,
 		t_fail(file, line, "ibv_create_cq(%d): %s", o->cqe, strerror(errno));
 	s->qp = tv_create_rc(s->pd, s->scq, s->rcq, o, &s->cap);
 	if (!s->qp)
-		t_fail(file, line, "ibv_create_qp(RC, send_wr %u recv_wr %u sge %u/%u inline %u): %s",
-		       o->max_send_wr, o->max_recv_wr, o->max_send_sge,
+		t_fail(file, line, "ibv_create_qp(type %d, send_wr %u recv_wr %u sge %u/%u inline %u): %s",
+		       (int)o->qp_type, o->max_send_wr, o->max_recv_wr, o->max_send_sge,
 		       o->max_recv_sge, o->max_inline, strerror(errno));
 	s->psn = (uint32_t)(tv_mix64(s->qp->qp_num ^ (uint64_t)getpid() << 24) & 0xffffff);
 }
@@ -417,6 +421,10 @@ static inline void tv_rtr_attr(struct ibv_qp *qp, const struct tv_opts *o,
 	a->ah_attr.port_num = 1;
 	*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 		IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	if (qp->qp_type == IBV_QPT_UC) /* IBA 10.3.1 table 91 */
+		*mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (qp->qp_type == IBV_QPT_UD)
+		*mask = IBV_QP_STATE;
 }
 
 static inline void tv_rts_attr(struct ibv_qp *qp, const struct tv_opts *o,
@@ -433,6 +441,8 @@ static inline void tv_rts_attr(struct ibv_qp *qp, const struct tv_opts *o,
 	a->max_rd_atomic = tv_clamp8(o->max_rd_atomic, d.max_qp_init_rd_atom);
 	*mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 		IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	if (qp->qp_type != IBV_QPT_RC) /* UC and UD: no ACKs, no timers */
+		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 }
 
 static inline int tv_modify_rtr(struct ibv_qp *qp, const struct tv_opts *o,
@@ -479,7 +489,19 @@ static inline void tv_connect_(const char *file, int line, struct tv_side *s,
 {
 	int rc;
 
-	if ((rc = tv_modify_init(s->qp, o->access)))
+	if (o->qp_type == IBV_QPT_UD) {
+		struct ibv_qp_attr a;
+
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_INIT;
+		a.port_num = 1;
+		a.qkey = o->qkey;
+		rc = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+						      IBV_QP_QKEY);
+	} else {
+		rc = tv_modify_init(s->qp, o->access);
+	}
+	if (rc)
 		t_fail(file, line, "modify_qp(INIT): %d (%s)", rc, strerror(rc));
 	if ((rc = tv_modify_rtr(s->qp, o, r)))
 		t_fail(file, line, "modify_qp(RTR): %d (%s)", rc, strerror(rc));
@@ -608,6 +630,33 @@ static inline int tv_post_recv1(struct ibv_qp *qp, uint64_t wr_id,
 
 	return tv_post_recv(qp, wr_id, &s, len ? 1 : 0);
 }
+
+/* ---- counters ------------------------------------------------------------ */
+
+/* Sums a counter over this process's live stat files (/dev/shm): what
+ * `uroce stat` shows, e.g. TV_COUNTER(drop_qkey). */
+static inline uint64_t tv_counter(size_t off)
+{
+	char pat[64];
+	glob_t g;
+	uint64_t sum = 0;
+
+	snprintf(pat, sizeof(pat), "/dev/shm/uroce-%d-*.stat", (int)getpid());
+	if (glob(pat, 0, NULL, &g))
+		return 0;
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		FILE *f = fopen(g.gl_pathv[i], "r");
+		struct uroce_stat_file sf;
+
+		if (f && fread(&sf, sizeof(sf), 1, f) == 1 && sf.magic == UROCE_STAT_MAGIC)
+			sum += *(const uint64_t *)((const char *)&sf.cnt + off);
+		if (f)
+			fclose(f);
+	}
+	globfree(&g);
+	return sum;
+}
+#define TV_COUNTER(name) tv_counter(offsetof(struct uroce_counters, name))
 
 /* ---- completions --------------------------------------------------------- */
 

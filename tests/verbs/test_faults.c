@@ -21,7 +21,6 @@ static size_t volume(void)
 	return (mb ? mb : 1) << 20;
 }
 
-static uint64_t own_counter(size_t off);
 
 /* Moves volume() bytes with each operation through BUF-sized rounds, a
  * fresh pattern each round, and checks every byte. */
@@ -88,8 +87,8 @@ static void run(const char *const env[][2])
 	}
 	t_log("%zu MiB each of WRITE, READ, SEND in %.1f s", total >> 20, tv_now() - t0);
 	if (!strcmp(getenv("UROCE_RETRANS"), "sr")) {
-		uint64_t ahead = own_counter(offsetof(struct uroce_counters, sr_placed_ahead));
-		uint64_t sel = own_counter(offsetof(struct uroce_counters, sr_retrans_pkts));
+		uint64_t ahead = TV_COUNTER(sr_placed_ahead);
+		uint64_t sel = TV_COUNTER(sr_retrans_pkts);
 
 		t_log("selective repeat: %llu packets placed ahead, %llu resent selectively",
 		      (unsigned long long)ahead, (unsigned long long)sel);
@@ -187,29 +186,6 @@ T_CASE(sr_mixed_both_directions)
 	       { "UROCE_CORRUPT", "0.005" }, { "UROCE_REORDER", "3" }));
 }
 
-/* Sums a counter over this process's live stat files (/dev/shm). */
-static uint64_t own_counter(size_t off)
-{
-	char pat[64];
-	glob_t g;
-	uint64_t sum = 0;
-
-	snprintf(pat, sizeof(pat), "/dev/shm/uroce-%d-*.stat", (int)getpid());
-	if (glob(pat, 0, NULL, &g))
-		return 0;
-	for (size_t i = 0; i < g.gl_pathc; i++) {
-		FILE *f = fopen(g.gl_pathv[i], "r");
-		struct uroce_stat_file sf;
-
-		if (f && fread(&sf, sizeof(sf), 1, f) == 1 && sf.magic == UROCE_STAT_MAGIC)
-			sum += *(const uint64_t *)((const char *)&sf.cnt + off);
-		if (f)
-			fclose(f);
-	}
-	globfree(&g);
-	return sum;
-}
-
 /* CE marks are counted, answered with CNPs (at most one per 50 us per
  * QP) and the CNPs counted where they arrive. */
 T_CASE(ecn_marks_and_cnps_counted)
@@ -235,16 +211,16 @@ T_CASE(ecn_marks_and_cnps_counted)
 		tv_msleep(1); /* let CNP rate limiting allow more than one */
 	}
 	T_PATTERN(b.p, 8u << 20, 3, 0);
-	marked = own_counter(offsetof(struct uroce_counters, ecn_marked));
-	sent = own_counter(offsetof(struct uroce_counters, cnp_sent));
+	marked = TV_COUNTER(ecn_marked);
+	sent = TV_COUNTER(cnp_sent);
 	tv_msleep(20);
-	handled = own_counter(offsetof(struct uroce_counters, cnp_handled));
+	handled = TV_COUNTER(cnp_handled);
 	t_log("ecn_marked %llu cnp_sent %llu cnp_handled %llu", (unsigned long long)marked,
 	      (unsigned long long)sent, (unsigned long long)handled);
 	T_GT_INT(marked, 100); /* ~20% of ~2k packets */
 	T_GE_INT(sent, 8);
 	T_LE_INT(sent, marked);
-	T_EQ_INT(handled, own_counter(offsetof(struct uroce_counters, cnp_sent)));
+	T_EQ_INT(handled, TV_COUNTER(cnp_sent));
 	tv_buf_free(&a);
 	tv_buf_free(&b);
 	tv_pair_close(&p);

@@ -331,14 +331,42 @@ static void expect_qp_type_unsupported(struct objs *o, enum ibv_qp_type t)
 		  (int)t, errno, strerror(errno));
 }
 
-T_CASE(qp_create_unsupported_types)
+/* RC, UC and UD are offered; XRC and raw packet QPs are not
+ * (EOPNOTSUPP); a type that does not exist is EINVAL. */
+T_CASE(qp_create_types)
 {
 	struct objs o;
+	static const enum ibv_qp_type ok[] = { IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD };
 
 	objs_open(&o);
-	expect_qp_type_unsupported(&o, IBV_QPT_UD);
-	expect_qp_type_unsupported(&o, IBV_QPT_UC);
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct ibv_qp_init_attr ia;
+		struct ibv_qp *qp;
+
+		memset(&ia, 0, sizeof(ia));
+		ia.send_cq = ia.recv_cq = o.cq;
+		ia.qp_type = ok[i];
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+		qp = ibv_create_qp(o.pd, &ia);
+		T_ASSERTF(qp, "QP type %d: %s", (int)ok[i], strerror(errno));
+		T_EQ_INT(qp->qp_type, ok[i]);
+		T_EQ_INT(ibv_destroy_qp(qp), 0);
+	}
 	expect_qp_type_unsupported(&o, IBV_QPT_XRC_SEND);
+	expect_qp_type_unsupported(&o, IBV_QPT_XRC_RECV);
+	expect_qp_type_unsupported(&o, IBV_QPT_RAW_PACKET);
+	{
+		struct ibv_qp_init_attr ia;
+
+		memset(&ia, 0, sizeof(ia));
+		ia.send_cq = ia.recv_cq = o.cq;
+		ia.qp_type = (enum ibv_qp_type)77;
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+		errno = 0;
+		T_EQ_PTR(ibv_create_qp(o.pd, &ia), NULL);
+		T_EQ_INT(errno, EINVAL);
+	}
 }
 
 T_CASE(qp_create_too_big)
