@@ -47,7 +47,7 @@ LIB       := $(BUILD)/lib/libibverbs.so.1
 ARCHIVE   := $(BUILD)/lib/liburoce-internal.a
 MAP       := src/verbs/libibverbs.map
 
-TOOL_SRCS := $(sort $(wildcard tools/*.c))
+TOOL_SRCS := $(sort $(wildcard tools/*.c tools/model/*.c tools/trace/*.c))
 TOOL_OBJS := $(patsubst tools/%.c,$(O)/tools/%.o,$(TOOL_SRCS))
 CLI       := $(BUILD)/bin/uroce
 TOPO_SRCS := $(sort $(wildcard tools/topo/*.c)) tools/json.c

@@ -7,6 +7,7 @@
  * else libpcap loaded with dlopen) and the traces explained. */
 #include "cli.h"
 #include "trace_cli.h"
+#include "trace/trace_html.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -30,6 +31,8 @@ void usage_trace(FILE *f)
 	fprintf(f,
 		"usage: uroce trace -w FILE [--explain] [OPTIONS] [-- CMD [ARGS...]]\n"
 		"       uroce trace --explain [--json] [OPTIONS] [-- CMD [ARGS...]]\n"
+		"       uroce trace --html FILE [--explain] [OPTIONS] [-- CMD [ARGS...]]\n"
+		"       uroce trace --html FILE | --explain --from DIR\n"
 		"\n"
 		"Run CMD on uroce (as 'uroce run' does) and watch its data path. Every\n"
 		"uroce process CMD starts (a server and a client, ranks) records its own\n"
@@ -45,6 +48,12 @@ void usage_trace(FILE *f)
 		"                   packets, placed remotely, ACK, completion, poll;\n"
 		"                   with the system calls made by the app threads\n"
 		"  --json           --explain as one JSON document\n"
+		"  --html FILE      the data path as one self-contained HTML page: lanes\n"
+		"                   for the application threads, engines, wire and memory\n"
+		"                   of both sides, packets as arrows with PSNs (ACKs, NAKs\n"
+		"                   and retransmissions in red), GPU staging copies, the\n"
+		"                   seed's steps 1-6; hover a mark for its trace line\n"
+		"  --from DIR       run nothing: read the files of an earlier --keep DIR\n"
 		"  --op OP          write (default), write_imm, send, send_imm, read,\n"
 		"                   cswap or fadd: the WR to explain, and the built-in\n"
 		"                   transfer's operation\n"
@@ -457,9 +466,51 @@ static int parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* What ran, for the page's heading. */
+static void html_command(char *buf, size_t len, int argc, char **argv, const struct xfer_opts *xo)
+{
+	size_t n;
+
+	if (!argc) {
+		snprintf(buf, len, "uroce trace: the built-in transfer, %u %s of %llu bytes%s%s", xo->count,
+			 xfer_op_name[xo->op], (unsigned long long)xo->size, xo->mtu ? ", MTU " : "",
+			 xo->mtu ? "" : "");
+		if (xo->mtu)
+			snprintf(buf + strlen(buf), len - strlen(buf), "%u", xo->mtu);
+		return;
+	}
+	n = (size_t)snprintf(buf, len, "uroce trace --");
+	for (int i = 0; i < argc && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, " %s", argv[i]);
+}
+
+/* --from DIR: the files of an earlier run. */
+static int trace_files(const char *dir, const char *wfile, int explain, int json, int op, const char *html)
+{
+	int rc = 0;
+
+	if (wfile && merge_captures(dir, wfile, 1))
+		rc = TRACE_EXIT_FAIL;
+	if (explain) {
+		struct explain_opts eo = { .op = op, .json = json, .builtin = NULL };
+
+		if (explain_dir(dir, &eo) == 2)
+			rc = TRACE_EXIT_FAIL;
+	}
+	if (html) {
+		char what[PATH_MAX + 32];
+		struct html_opts ho = { .command = what };
+
+		snprintf(what, sizeof(what), "uroce trace --from %s", dir);
+		if (trace_html(dir, html, &ho))
+			rc = TRACE_EXIT_FAIL;
+	}
+	return rc;
+}
+
 int cmd_trace(int argc, char **argv)
 {
-	const char *wfile = NULL, *netdev = NULL, *keep = NULL;
+	const char *wfile = NULL, *netdev = NULL, *keep = NULL, *html = NULL, *from = NULL;
 	struct xfer_opts xo = { .op = XOP_WRITE, .size = 8192, .count = 1 };
 	int explain = 0, json = 0, builtin_opt = 0, i, rc, erc = 0;
 	char dir[PATH_MAX], env[PATH_MAX + 16];
@@ -495,6 +546,10 @@ int cmd_trace(int argc, char **argv)
 			netdev = argv[++i];
 		} else if (!strcmp(a, "--keep")) {
 			keep = argv[++i];
+		} else if (!strcmp(a, "--html")) {
+			html = argv[++i];
+		} else if (!strcmp(a, "--from")) {
+			from = argv[++i];
 		} else if (!strcmp(a, "--op")) {
 			xo.op = xfer_op_parse(argv[++i]);
 			if (xo.op < 0) {
@@ -537,8 +592,8 @@ int cmd_trace(int argc, char **argv)
 			break; /* CMD */
 		}
 	}
-	if (!wfile && !explain) {
-		fprintf(stderr, "uroce trace: say what to do: -w FILE, --explain, or both\n\n");
+	if (!wfile && !explain && !html) {
+		fprintf(stderr, "uroce trace: say what to do: -w FILE, --explain, --html FILE\n\n");
 		usage_trace(stderr);
 		return TRACE_EXIT_FAIL;
 	}
@@ -559,6 +614,14 @@ int cmd_trace(int argc, char **argv)
 		return TRACE_EXIT_FAIL;
 	}
 
+	if (from) {
+		if (i < argc || builtin_opt || keep) {
+			fprintf(stderr, "uroce trace: --from reads files: no command, built-in options "
+					"or --keep with it\n");
+			return TRACE_EXIT_FAIL;
+		}
+		return trace_files(from, wfile, explain, json, xo.op, html);
+	}
 	if (keep) {
 		if (mkdir(keep, 0755) && errno != EEXIST) {
 			fprintf(stderr, "uroce trace: mkdir %s: %s\n", keep, strerror(errno));
@@ -581,7 +644,7 @@ int cmd_trace(int argc, char **argv)
 	} else {
 		unsetenv("UROCE_PCAP");
 	}
-	if (explain) {
+	if (explain || html) {
 		snprintf(env, sizeof(env), "%s/trace.%%p", dir);
 		setenv("UROCE_TRACE", env, 1);
 	} else {
@@ -610,6 +673,16 @@ int cmd_trace(int argc, char **argv)
 					   .json = json, .builtin = i >= argc ? &xr : NULL };
 
 		if (explain_dir(dir, &eo) == 2 && !rc)
+			erc = TRACE_EXIT_FAIL;
+	}
+	if (html) {
+		char what[1024];
+		struct html_opts ho = { .command = what };
+		int h;
+
+		html_command(what, sizeof(what), i < argc ? argc - i : 0, argv + i, &xo);
+		h = trace_html(dir, html, &ho);
+		if ((h == 2 && !rc) || h < 0)
 			erc = TRACE_EXIT_FAIL;
 	}
 	if (!keep)

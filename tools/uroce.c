@@ -9,7 +9,8 @@
  *   uroce doctor [--root DIR] [--netdev IF[,IF...]] [--peer-mtu N] [--json]
  *   uroce doctor --counters [--interval S] [--json] [PID|DEVICE]
  *   uroce stat [--json] [-a] [-i SECONDS [-n COUNT]] [PID|DEVICE]
- *   uroce trace [-w FILE] [--explain [--json]] [OPTIONS] [-- CMD [ARGS...]]
+ *   uroce trace [-w FILE] [--explain [--json]] [--html FILE] [OPTIONS] [-- CMD [ARGS...]]
+ *   uroce model allreduce [OPTIONS] | model calibrate [OPTIONS]
  */
 #include "cli.h"
 
@@ -51,7 +52,12 @@ static void usage(FILE *f)
 		"                 live counters of running uroce processes\n"
 		"  trace [-w FILE] [--explain [--json]] [--] [CMD [ARGS...]]\n"
 		"                 capture CMD's RoCEv2 packets to a pcap file, or explain\n"
-		"                 one work request step by step (no CMD: a built-in WRITE)\n"
+		"                 one work request step by step (no CMD: a built-in WRITE);\n"
+		"                 --html FILE: the data path as a page (lanes, packets)\n"
+		"  model allreduce [--nodes N] [--bytes SIZE] [--transport T] [--seed-case] ...\n"
+		"                 all-reduce time on a GPU cluster: latency, network, staging\n"
+		"                 copies, per transport (tcp, roce, gdr) and algorithm\n"
+		"  model calibrate  refresh the model's calibration from this host\n"
 		"  version        print the version\n"
 		"  help [COMMAND] print this help, or the help of COMMAND\n"
 		"\n"
@@ -129,6 +135,8 @@ static int help_for(const char *cmd)
 		usage_topo(stdout);
 	else if (!strcmp(cmd, "doctor"))
 		usage_doctor(stdout);
+	else if (!strcmp(cmd, "model"))
+		usage_model(stdout);
 	else if (!strcmp(cmd, "version"))
 		printf("usage: uroce version\n\nPrint the version of uroce and where its library is.\n");
 	else if (!strcmp(cmd, "help"))
@@ -171,6 +179,8 @@ int main(int argc, char **argv)
 		return cmd_stat(argc - 1, argv + 1);
 	if (!strcmp(cmd, "trace"))
 		return cmd_trace(argc - 1, argv + 1);
+	if (!strcmp(cmd, "model"))
+		return cmd_model(argc - 1, argv + 1);
 
 	fprintf(stderr, "uroce: unknown command '%s'\n\n", cmd);
 	usage(stderr);
