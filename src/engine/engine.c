@@ -256,6 +256,11 @@ void uroce_eng_detach(struct uroce_engine *e, struct uroce_qp *qp)
 	qp->all_next = qp->all_prev = NULL;
 }
 
+struct uroce_qp *uroce_eng_all_qps(struct uroce_engine *e)
+{
+	return e->all;
+}
+
 void uroce_eng_forget_mr(struct uroce_engine *e, const struct uroce_mr *mr)
 {
 	for (struct uroce_qp *qp = e->all; qp; qp = qp->all_next)
@@ -714,6 +719,10 @@ void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_tx
 
 	if (e->ntx && (e->tx_fd != qp->tx_fd || e->ntx == TX_BATCH))
 		uroce_eng_flush(e);
+	/* The packetisers speak RC; UC and XRC opcodes are the RC ones plus
+	 * their transport bits (IBA 9.2.1 table 38). UD builds its own. */
+	if (p->h.opcode < OP_UC && qp->type != IBV_QPT_UD)
+		p->h.opcode |= uroce_qp_transport(qp);
 	e->tx_fd = qp->tx_fd;
 	i = e->ntx;
 	iov = e->tx_iov[i];
@@ -835,11 +844,12 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 		c->drop_bad_qpn++;
 		return;
 	}
-	/* The opcode's transport must be the QP's (IBA 9.2.1, C9-? (9.6.1.1)). */
+	/* The opcode's transport must be the QP's (IBA 9.2.1, C9-? (9.6.1.1));
+	 * an XRC initiator takes only responses, a target only requests. */
 	if (p.opcode != OP_CNP &&
-	    (p.opcode & OP_TRANSPORT_MASK) != (qp->type == IBV_QPT_UD   ? OP_UD
-					       : qp->type == IBV_QPT_UC ? OP_UC
-									: OP_RC)) {
+	    ((p.opcode & OP_TRANSPORT_MASK) != uroce_qp_transport(qp) ||
+	     (qp->type == IBV_QPT_XRC_SEND && (wire_opcodes[p.opcode].flags & OPF_REQ)) ||
+	     (qp->type == IBV_QPT_XRC_RECV && !(wire_opcodes[p.opcode].flags & OPF_REQ)))) {
 		c->drop_opcode++;
 		return;
 	}
@@ -857,6 +867,10 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 		uroce_ud_rx(e, qp, &p, &e->rxm);
 		return;
 	}
+	/* From here on UC and XRC packets are handled as the RC ones they
+	 * extend (the XRCETH, if any, is in p.xrc_srqn). */
+	if (p.opcode != OP_CNP)
+		p.opcode &= (uint8_t)~OP_TRANSPORT_MASK;
 	if (unlikely(e->rx_ce)) {
 		c->ecn_marked++;
 		send_cnp(e, qp);

@@ -35,6 +35,7 @@
  * IPv4 header in its last 20 bytes). */
 #define UROCE_GRH_LEN 40
 #define UROCE_MCAST_QPN 0xffffffu     /* DestQP of multicast datagrams (IBA 10.5.2.2) */
+#define UROCE_MAX_XSRQ 4096           /* XRC SRQs per device context */
 
 /* Selective repeat (UROCE_RETRANS=sr): PSNs tracked ahead of the
  * cumulative point, at most the largest window (UROCE_WINDOW <= 4096). */
@@ -87,9 +88,25 @@ struct uroce_rq {
 	pthread_spinlock_t lock;     /* serialises posters */
 };
 
+/* An XRC domain (ibv_open_xrcd(3)): XRC SRQs and target QPs of one
+ * process that belong together. */
+struct uroce_xrcd {
+	struct ibv_xrcd ibxrcd;
+	int opens;                   /* ibv_open_xrcd calls not closed (context's xsrq_lock) */
+	atomic_int refs;             /* SRQs and target QPs in it */
+	dev_t dev;                   /* the inode it was opened for (fd), or 0 */
+	ino_t ino;
+	struct uroce_xrcd *next;     /* the context's XRCDs opened by inode */
+};
+
 struct uroce_srq {
 	struct ibv_srq ibsrq;
 	struct uroce_pd *pd;
+	/* XRC SRQ: its domain, CQ and number (the XRCETH of a request names
+	 * it); 0 for a basic SRQ */
+	struct uroce_xrcd *xrcd;
+	struct uroce_cq *cq;
+	uint32_t srqn;
 	struct uroce_rq rq;
 	uint32_t limit;              /* srq_limit: async event when fewer WQEs remain */
 	atomic_int armed_limit;
@@ -122,6 +139,7 @@ struct uroce_swqe {
 	uint32_t status;             /* enum ibv_wc_status once decided */
 	uint64_t atomic_orig;
 	uint64_t stage_key;          /* staging identity (unique per WQE) */
+	uint32_t xrc_srqn;           /* XRC initiator: the target's XRC SRQ */
 	/* UD: the destination from the address handle and the WR */
 	uint32_t ud_ip4;             /* network order */
 	uint32_t ud_qpn, ud_qkey;
@@ -178,7 +196,8 @@ struct uroce_rxsrc {
 struct uroce_qp {
 	struct ibv_qp_ex qpx;        /* qpx.qp_base is the ibv_qp */
 	struct uroce_ctx *ctx;
-	enum ibv_qp_type type;       /* IBV_QPT_RC, UC or UD */
+	enum ibv_qp_type type;       /* IBV_QPT_RC, UC, UD, XRC_SEND or XRC_RECV */
+	struct uroce_xrcd *xrcd;     /* XRC target: its domain */
 	struct uroce_pd *pd;
 	struct uroce_cq *scq, *rcq;
 	struct uroce_srq *srq;
@@ -385,6 +404,11 @@ struct uroce_async {
 
 struct uroce_ctx {
 	struct uroce_netdev dev;
+	/* XRC SRQs by number - 1 (written by the app under xsrq_lock,
+	 * removed through an engine call; read by the engine) */
+	_Atomic(struct uroce_srq *) *xsrq;
+	pthread_mutex_t xsrq_lock;
+	struct uroce_xrcd *xrcds;    /* opened by inode (fd), under xsrq_lock */
 	struct uroce_engine *eng;
 	struct uroce_mr_table mrs;
 	struct uroce_async async;
@@ -414,6 +438,33 @@ static inline struct uroce_pd *to_upd(struct ibv_pd *p)
 static inline struct uroce_srq *to_usrq(struct ibv_srq *s)
 {
 	return container_of(s, struct uroce_srq, ibsrq);
+}
+static inline struct uroce_xrcd *to_uxrcd(struct ibv_xrcd *x)
+{
+	return container_of(x, struct uroce_xrcd, ibxrcd);
+}
+/* Whether the QP's requests are acknowledged (RC, XRC): timers, retries,
+ * READ and atomics. */
+static inline int uroce_qp_waits_acks(const struct uroce_qp *qp)
+{
+	return qp->type == IBV_QPT_RC || qp->type == IBV_QPT_XRC_SEND ||
+	       qp->type == IBV_QPT_XRC_RECV;
+}
+
+/* The transport bits of a QP's opcodes (IBA 9.2.1 table 38). */
+static inline uint8_t uroce_qp_transport(const struct uroce_qp *qp)
+{
+	switch (qp->type) {
+	case IBV_QPT_UC:
+		return OP_UC;
+	case IBV_QPT_UD:
+		return OP_UD;
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_XRC_RECV:
+		return OP_XRC;
+	default:
+		return OP_RC;
+	}
 }
 static inline struct uroce_mr *to_umr(struct ibv_mr *m)
 {
@@ -475,6 +526,8 @@ uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t ke
 		     size_t len, size_t want);
 /* Forgets staged bytes of an MR being deregistered (engine thread). */
 void uroce_eng_forget_mr(struct uroce_engine *e, const struct uroce_mr *mr);
+/* Every QP of the engine (engine thread). */
+struct uroce_qp *uroce_eng_all_qps(struct uroce_engine *e);
 void uroce_stage_forget(struct uroce_qp *qp, const struct uroce_mr *mr);
 /* Copies a packet's pieces into the stage as one run (qp.c). */
 uint8_t *uroce_stage_linear(struct uroce_qp *qp, const struct uroce_mr *cudamr, size_t len);

@@ -913,8 +913,6 @@ static int build_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t k,
 			  struct uroce_txpkt *tp, struct iovec *iov)
 {
 	int is_write = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-	/* UC opcodes are RC's plus 0x20 (IBA 9.2.1 table 38) */
-	uint8_t tr = qp->type == IBV_QPT_UC ? OP_UC : OP_RC;
 	int imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 	int inv = w->opcode == IBV_WR_SEND_WITH_INV;
 	uint32_t off = k * qp->pmtu;
@@ -941,8 +939,8 @@ static int build_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t k,
 					    : inv ? OP_SEND_LAST_INV : OP_SEND_LAST)
 				     : OP_SEND_MIDDLE;
 	}
-	tp->h.opcode |= tr;
 	tp->h.pkey = DEFAULT_PKEY;
+	tp->h.xrc_srqn = w->xrc_srqn;
 	tp->h.dqpn = qp->dest_qpn;
 	tp->h.psn = psn_add(w->first_psn, k);
 	tp->h.se = last && (w->flags & SWQE_SOLICITED);
@@ -1004,6 +1002,7 @@ static int send_rd_atomic(struct uroce_engine *e, struct uroce_qp *qp, struct ur
 	tp.h.psn = qp->req.psn;
 	tp.h.ackreq = 1;
 	tp.h.rkey = w->rkey;
+	tp.h.xrc_srqn = w->xrc_srqn;
 	if (w->opcode == IBV_WR_RDMA_READ) {
 		/* Chunks keep fixed boundaries, so a READ retried from the
 		 * middle of a chunk asks for no PSN the responder has not
@@ -1097,7 +1096,7 @@ void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t no
 			if (qp->eng_state != IBV_QPS_RTS)
 				return;
 		}
-		if (qp->req.psn != before && qp->type == IBV_QPT_RC)
+		if (qp->req.psn != before && uroce_qp_waits_acks(qp))
 			arm_timers(qp, now);
 		if (qp->req.cur_pkt < w->npkts)
 			break; /* window or budget exhausted */

@@ -675,6 +675,27 @@ static void uc_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire
 	(void)e;
 }
 
+/* XRC target (IBA 9.? XRC): the request's XRCETH names the XRC SRQ whose
+ * receive WQEs, CQ and protection domain it uses. The QP takes them on
+ * for the packet at hand. 0, or -1 when the SRQ is not one of the QP's
+ * domain (the request is invalid). */
+static int xrc_bind(struct uroce_qp *qp, const struct wire_pkt *p)
+{
+	struct uroce_srq *srq = NULL;
+
+	if (p->xrc_srqn && p->xrc_srqn <= UROCE_MAX_XSRQ)
+		srq = atomic_load_explicit(&qp->ctx->xsrq[p->xrc_srqn - 1], memory_order_acquire);
+	if (!srq || srq->xrcd != qp->xrcd)
+		return -1;
+	/* a message in progress keeps the SRQ it began with */
+	if (qp->resp.msg != RESP_MSG_NONE && qp->srq && qp->srq != srq)
+		return -1;
+	qp->srq = srq;
+	qp->pd = srq->pd;
+	qp->rcq = srq->cq;
+	return 0;
+}
+
 void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
 		   uint64_t now)
 {
@@ -701,6 +722,10 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		return;
 	}
 	d = psn_diff(p->psn, qp->resp.epsn);
+	if (qp->type == IBV_QPT_XRC_RECV && d == 0 && xrc_bind(qp, p)) {
+		nak_fatal(e, qp, NAK_INVALID_REQ, 0);
+		return;
+	}
 	if (d > 0) {
 		if (qp->sr && sr_ahead(e, qp, p, d))
 			return;

@@ -189,6 +189,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 	close(ctx->async.efd);
 	close(context->cmd_fd);
 	free(ctx->async.q);
+	free(ctx->xsrq);
 	free(ctx);
 	return 0;
 }

@@ -568,31 +568,79 @@ static int post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct i
 	return rq_post(&to_usrq(ibsrq)->rq, wr, bad);
 }
 
-UROCE_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+static struct uroce_srq *srq_new(struct ibv_pd *pd, struct ibv_srq_attr *a, void *srq_context)
 {
 	struct uroce_srq *srq;
 
-	if (attr->attr.max_wr < 1 || attr->attr.max_wr > UROCE_MAX_QP_WR ||
-	    attr->attr.max_sge > UROCE_MAX_SGE) {
+	if (a->max_wr < 1 || a->max_wr > UROCE_MAX_QP_WR || a->max_sge > UROCE_MAX_SGE) {
 		errno = EINVAL;
 		return NULL;
 	}
 	srq = calloc(1, sizeof(*srq));
-	if (!srq || rq_init(&srq->rq, attr->attr.max_wr, attr->attr.max_sge)) {
+	if (!srq || rq_init(&srq->rq, a->max_wr, a->max_sge)) {
 		free(srq);
 		errno = ENOMEM;
 		return NULL;
 	}
 	srq->pd = to_upd(pd);
-	srq->limit = attr->attr.srq_limit;
+	srq->limit = a->srq_limit;
 	atomic_store(&srq->armed_limit, srq->limit ? 1 : 0);
 	srq->ibsrq.context = pd->context;
-	srq->ibsrq.srq_context = attr->srq_context;
+	srq->ibsrq.srq_context = srq_context;
 	srq->ibsrq.pd = pd;
 	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
 	pthread_cond_init(&srq->ibsrq.cond, NULL);
-	attr->attr.max_sge = srq->rq.max_sge;
+	a->max_sge = srq->rq.max_sge;
 	atomic_fetch_add(&srq->pd->refs, 1);
+	return srq;
+}
+
+UROCE_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	struct uroce_srq *srq = srq_new(pd, &attr->attr, attr->srq_context);
+
+	return srq ? &srq->ibsrq : NULL;
+}
+
+/* ibv_create_srq_ex(3): basic SRQs, and XRC SRQs (a domain, a CQ, a
+ * number); tag matching is EOPNOTSUPP. */
+static struct ibv_srq *create_srq_ex(struct ibv_context *context, struct ibv_srq_init_attr_ex *ax)
+{
+	enum ibv_srq_type t = (ax->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? ax->srq_type : IBV_SRQT_BASIC;
+	struct uroce_srq *srq;
+	int err;
+
+	if (ax->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+					IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ)) {
+		errno = (ax->comp_mask & IBV_SRQ_INIT_ATTR_TM) ? EOPNOTSUPP : EINVAL;
+		return NULL;
+	}
+	if (t != IBV_SRQT_BASIC && t != IBV_SRQT_XRC) {
+		errno = t == IBV_SRQT_TM ? EOPNOTSUPP : EINVAL;
+		return NULL;
+	}
+	if (!(ax->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !ax->pd || ax->pd->context != context ||
+	    (t == IBV_SRQT_XRC &&
+	     (!(ax->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !ax->xrcd ||
+	      !(ax->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !ax->cq))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	srq = srq_new(ax->pd, &ax->attr, ax->srq_context);
+	if (!srq || t == IBV_SRQT_BASIC)
+		return srq ? &srq->ibsrq : NULL;
+	srq->xrcd = to_uxrcd(ax->xrcd);
+	srq->cq = to_ucq(ax->cq);
+	err = uroce__xsrq_add(to_uctx(context), srq);
+	if (err) {
+		atomic_fetch_sub(&srq->pd->refs, 1);
+		rq_fini(&srq->rq);
+		free(srq);
+		errno = err;
+		return NULL;
+	}
+	atomic_fetch_add(&srq->xrcd->refs, 1);
+	atomic_fetch_add(&srq->cq->refs, 1);
 	return &srq->ibsrq;
 }
 
@@ -631,6 +679,11 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 
 	if (atomic_load(&srq->refs))
 		return EBUSY;
+	if (srq->xrcd) {
+		uroce__xsrq_remove(to_uctx(ibsrq->context), srq);
+		atomic_fetch_sub(&srq->xrcd->refs, 1);
+		atomic_fetch_sub(&srq->cq->refs, 1);
+	}
 	atomic_fetch_sub(&srq->pd->refs, 1);
 	rq_fini(&srq->rq);
 	free(srq);
@@ -686,23 +739,53 @@ static int alloc_qpn(struct uroce_qp *qp)
 	return EADDRINUSE;
 }
 
+/* What each QP type has (ibv_create_qp_ex(3)): XRC initiators send only
+ * (no receive queue or CQ), XRC targets only receive, through the XRC
+ * SRQs their requests name (no queues, CQs or PD of their own). */
+static int qp_has_sq(enum ibv_qp_type t)
+{
+	return t != IBV_QPT_XRC_RECV;
+}
+
+static int qp_has_rq(enum ibv_qp_type t)
+{
+	return t != IBV_QPT_XRC_SEND && t != IBV_QPT_XRC_RECV;
+}
+
 static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd,
-				struct ibv_qp_init_attr *init)
+				struct ibv_qp_init_attr *init, struct ibv_xrcd *xrcd)
 {
 	struct uroce_ctx *ctx = to_uctx(context);
 	struct uroce_qp *qp;
 	struct ibv_qp_cap *cap = &init->cap;
+	enum ibv_qp_type t = init->qp_type;
 	int ret;
 
-	if (init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UC &&
-	    init->qp_type != IBV_QPT_UD) {
-		errno = init->qp_type == IBV_QPT_XRC_SEND || init->qp_type == IBV_QPT_XRC_RECV ||
-				init->qp_type == IBV_QPT_RAW_PACKET || init->qp_type == IBV_QPT_DRIVER
-			? EOPNOTSUPP
-			: EINVAL;
+	if (t != IBV_QPT_RC && t != IBV_QPT_UC && t != IBV_QPT_UD && t != IBV_QPT_XRC_SEND &&
+	    t != IBV_QPT_XRC_RECV) {
+		errno = t == IBV_QPT_RAW_PACKET || t == IBV_QPT_DRIVER ? EOPNOTSUPP : EINVAL;
 		return NULL;
 	}
-	if (!init->send_cq || !init->recv_cq || cap->max_send_wr > UROCE_MAX_QP_WR ||
+	if (t == IBV_QPT_XRC_RECV) {
+		/* the target's queues are its SRQs' */
+		if (!xrcd) {
+			errno = EINVAL;
+			return NULL;
+		}
+		memset(cap, 0, sizeof(*cap));
+		init->send_cq = init->recv_cq = NULL;
+		init->srq = NULL;
+		ibpd = NULL;
+	} else if (!ibpd || !init->send_cq) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (t == IBV_QPT_XRC_SEND) {
+		init->recv_cq = NULL;
+		init->srq = NULL;
+		cap->max_recv_wr = cap->max_recv_sge = 0;
+	}
+	if ((qp_has_rq(t) && !init->recv_cq) || cap->max_send_wr > UROCE_MAX_QP_WR ||
 	    cap->max_send_sge > UROCE_MAX_SGE || cap->max_inline_data > UROCE_MAX_INLINE ||
 	    (!init->srq && (cap->max_recv_wr > UROCE_MAX_QP_WR || cap->max_recv_sge > UROCE_MAX_SGE))) {
 		errno = EINVAL;
@@ -718,10 +801,11 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd
 		return NULL;
 	}
 	qp->ctx = ctx;
-	qp->type = init->qp_type;
-	qp->pd = to_upd(ibpd);
-	qp->scq = to_ucq(init->send_cq);
-	qp->rcq = to_ucq(init->recv_cq);
+	qp->type = t;
+	qp->pd = ibpd ? to_upd(ibpd) : NULL;
+	qp->scq = init->send_cq ? to_ucq(init->send_cq) : NULL;
+	qp->rcq = init->recv_cq ? to_ucq(init->recv_cq) : NULL;
+	qp->xrcd = xrcd ? to_uxrcd(xrcd) : NULL;
 	qp->srq = init->srq ? to_usrq(init->srq) : NULL;
 	qp->sq_sig_all = init->sq_sig_all;
 	qp->cap = *cap;
@@ -735,7 +819,7 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd
 	if (cap->max_inline_data)
 		qp->sq_inline = malloc((size_t)qp->sq_size * cap->max_inline_data);
 	ret = (!qp->sq || !qp->sq_sge || (cap->max_inline_data && !qp->sq_inline)) ? ENOMEM : 0;
-	if (!ret && !qp->srq)
+	if (!ret && !qp->srq && qp_has_rq(t))
 		ret = rq_init(&qp->rq, cap->max_recv_wr, cap->max_recv_sge);
 	if (!ret)
 		ret = alloc_qpn(qp);
@@ -774,11 +858,16 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd
 	pthread_cond_init(&qp->qpx.qp_base.cond, NULL);
 	init_qp_ex_ops(qp);
 
-	atomic_fetch_add(&qp->pd->refs, 1);
-	atomic_fetch_add(&qp->scq->refs, 1);
-	atomic_fetch_add(&qp->rcq->refs, 1);
-	if (qp->srq)
-		atomic_fetch_add(&qp->srq->refs, 1);
+	if (t == IBV_QPT_XRC_RECV) {
+		atomic_fetch_add(&qp->xrcd->refs, 1);
+	} else {
+		atomic_fetch_add(&qp->pd->refs, 1);
+		atomic_fetch_add(&qp->scq->refs, 1);
+		if (qp->rcq)
+			atomic_fetch_add(&qp->rcq->refs, 1);
+		if (qp->srq)
+			atomic_fetch_add(&qp->srq->refs, 1);
+	}
 	atomic_fetch_add(&ctx->nqps, 1);
 	if (ctx->stat)
 		ctx->stat->nqps = (uint32_t)atomic_load(&ctx->nqps);
@@ -789,7 +878,10 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd
 
 UROCE_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 {
-	return create_qp(pd->context, pd, init);
+	/* ibv_create_qp_ex() with only a PD comes here (verbs.h), XRC
+	 * initiators too; a target needs a domain, hence the extended call,
+	 * and fails in create_qp without one */
+	return create_qp(pd->context, pd, init, NULL);
 }
 
 #define SEND_OPS_SUPPORTED                                                                   \
@@ -802,12 +894,15 @@ static struct ibv_qp *create_qp_ex(struct ibv_context *context, struct ibv_qp_in
 	struct ibv_qp_init_attr init;
 	struct ibv_qp *qp;
 
-	if (!(ax->comp_mask & IBV_QP_INIT_ATTR_PD) || !ax->pd) {
+	struct ibv_xrcd *xrcd = (ax->comp_mask & IBV_QP_INIT_ATTR_XRCD) ? ax->xrcd : NULL;
+
+	if (ax->qp_type == IBV_QPT_XRC_RECV ? !xrcd
+					    : (!(ax->comp_mask & IBV_QP_INIT_ATTR_PD) || !ax->pd)) {
 		errno = EINVAL;
 		return NULL;
 	}
 	if (ax->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
-			      IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
+			      IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_XRCD)) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -825,7 +920,7 @@ static struct ibv_qp *create_qp_ex(struct ibv_context *context, struct ibv_qp_in
 	init.cap = ax->cap;
 	init.qp_type = ax->qp_type;
 	init.sq_sig_all = ax->sq_sig_all;
-	qp = create_qp(context, ax->pd, &init);
+	qp = create_qp(context, ax->qp_type == IBV_QPT_XRC_RECV ? NULL : ax->pd, &init, xrcd);
 	if (qp)
 		ax->cap = init.cap;
 	return qp;
@@ -842,6 +937,21 @@ static void destroy_fn(void *arg)
 {
 	struct uroce_qp *qp = arg;
 
+	/* Datagrams and UC messages posted just before the QP goes away
+	 * leave first, as a NIC would have sent them by then (mckey -o posts
+	 * its sends and destroys the QP at once). Nothing waits for them. */
+	for (int pass = 0; pass < 64 && qp->eng_state == IBV_QPS_RTS &&
+			   atomic_load(&qp->sq_tail) != atomic_load(&qp->sq_head) &&
+			   (qp->type == IBV_QPT_UD || qp->type == IBV_QPT_UC);
+	     pass++) {
+		uint64_t now = uroce_eng_now(qp->ctx->eng);
+
+		if (qp->type == IBV_QPT_UD)
+			uroce_ud_progress(qp->ctx->eng, qp, now);
+		else
+			uroce_req_progress(qp->ctx->eng, qp, now);
+	}
+	uroce_eng_flush(qp->ctx->eng);
 	uroce_eng_detach(qp->ctx->eng, qp);
 	uroce_eng_deactivate(qp->ctx->eng, qp);
 	uroce_qp_disconnect(qp);
@@ -861,12 +971,18 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		return EBUSY;
 
 	uroce_eng_call(qp->ctx, destroy_fn, qp);
-	atomic_fetch_sub(&qp->pd->refs, 1);
-	atomic_fetch_sub(&qp->scq->refs, 1);
-	atomic_fetch_sub(&qp->rcq->refs, 1);
-	if (qp->srq)
-		atomic_fetch_sub(&qp->srq->refs, 1);
-	else
+	if (qp->type == IBV_QPT_XRC_RECV) {
+		/* pd, rcq and srq were its last request's SRQ's, not its own */
+		atomic_fetch_sub(&qp->xrcd->refs, 1);
+	} else {
+		atomic_fetch_sub(&qp->pd->refs, 1);
+		atomic_fetch_sub(&qp->scq->refs, 1);
+		if (qp->rcq)
+			atomic_fetch_sub(&qp->rcq->refs, 1);
+		if (qp->srq)
+			atomic_fetch_sub(&qp->srq->refs, 1);
+	}
+	if (qp->rq.ring)
 		rq_fini(&qp->rq);
 	atomic_fetch_sub(&qp->ctx->nqps, 1);
 	if (qp->ctx->stat)
@@ -957,9 +1073,23 @@ static struct transition transition_of(enum ibv_qp_type type, enum ibv_qp_state 
 		t.opt = IBV_QP_CUR_STATE;
 		return t;
 	}
+	/* XRC (the kernel's table for XRC_INI/XRC_TGT): an initiator has no
+	 * responder attributes, a target no requester ones but a timeout */
+	const int not_ini = IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	const int not_tgt = IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+
 	if (type == IBV_QPT_UD)
 		return transition_ud(cur, next);
 	t = transition_rc(cur, next);
+	if (type == IBV_QPT_XRC_SEND) {
+		t.req &= ~not_ini;
+		t.opt &= ~not_ini;
+	} else if (type == IBV_QPT_XRC_RECV) {
+		if (cur == IBV_QPS_RTR && next == IBV_QPS_RTS)
+			t.req = IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
+		t.req &= ~not_tgt;
+		t.opt &= ~not_tgt;
+	}
 	t.req &= ~not_uc;
 	t.opt &= ~not_uc;
 	return t;
@@ -1167,13 +1297,13 @@ static void apply_fn(void *arg)
 
 		qp->req.psn = qp->req.una = qp->req.hi_psn = psn;
 		qp->req.cur = atomic_load(&qp->sq_tail);
-		if (qp->type == IBV_QPT_RC) {
+		if (uroce_qp_waits_acks(qp)) {
 			/* UC and UD have no ACKs, hence no timers or retries */
 			qp->req.timeout_ns = a->timeout ? (uint64_t)(4096ull << a->timeout) : 0;
 			qp->req.retry_left = a->retry_cnt;
 			qp->req.rnr_left = a->rnr_retry;
 		}
-		qp->req.max_rd = qp->type == IBV_QPT_RC && a->max_rd_atomic ? a->max_rd_atomic : 1;
+		qp->req.max_rd = uroce_qp_waits_acks(qp) && a->max_rd_atomic ? a->max_rd_atomic : 1;
 		{
 			const char *w = getenv("UROCE_WINDOW");
 			unsigned long wm = w ? strtoul(w, NULL, 0) : 256;
@@ -1252,13 +1382,21 @@ static void apply_fn(void *arg)
 UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
 	struct uroce_qp *qp = to_uqp(ibqp);
-	struct qp_cmd c = { .qp = qp, .attr = attr, .mask = mask };
+	struct qp_cmd c = { .qp = qp, .attr = attr };
 	enum ibv_qp_state cur = qp->attr.qp_state, next;
 	struct transition t;
 	int extra, ret;
 
 	if (!attr)
 		return EINVAL;
+	/* As the kernel's uverbs (modify_qp_mask): an XRC initiator's
+	 * responder attributes and a target's requester attributes are
+	 * dropped, not refused (perftest -c XRC passes RC's set to both). */
+	if (qp->type == IBV_QPT_XRC_SEND)
+		mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	else if (qp->type == IBV_QPT_XRC_RECV)
+		mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
+	c.mask = mask;
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	if (next > IBV_QPS_ERR)
 		return EINVAL;
@@ -1333,7 +1471,7 @@ static int opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return type == IBV_QPT_RC;
+		return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
 	default:
 		return 0;
 	}
@@ -1344,8 +1482,9 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	struct uroce_qp *qp = to_uqp(ibqp);
 	int st = atomic_load(&qp->state), ret = 0, posted = 0;
 
-	/* ibv_post_send(3): the QP must be at least RTS (ERR flushes). */
-	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {
+	/* ibv_post_send(3): the QP must be at least RTS (ERR flushes); an XRC
+	 * target has no send queue. */
+	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR || !qp_has_sq(qp->type)) {
 		*bad = wr;
 		return EINVAL;
 	}
@@ -1398,6 +1537,8 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 			w->flags |= SWQE_FENCE;
 		w->imm_be = wr->imm_data;
 		w->length = (uint32_t)len;
+		/* XRC: the target's XRC SRQ, named in every request (XRCETH) */
+		w->xrc_srqn = qp->type == IBV_QPT_XRC_SEND ? wr->qp_type.xrc.remote_srqn & QPN_MASK : 0;
 		w->status = 0;
 		if (qp->type == IBV_QPT_UD) {
 			const struct uroce_ah *ah = to_uah(wr->wr.ud.ah);
@@ -1456,7 +1597,7 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_rec
 	struct uroce_qp *qp = to_uqp(ibqp);
 	int st = atomic_load(&qp->state), ret;
 
-	if (qp->srq || st == IBV_QPS_RESET) {
+	if (qp->srq || st == IBV_QPS_RESET || !qp_has_rq(qp->type)) {
 		*bad = wr;
 		return EINVAL;
 	}
@@ -1645,6 +1786,22 @@ static void wr_set_ud_addr(struct ibv_qp_ex *qx, struct ibv_ah *ah, uint32_t rem
 	w->wr.ud.remote_qkey = remote_qkey;
 }
 
+/* ibv_open_qp(3) opens an XRC target QP that another process created:
+ * uroce's XRC domains do not span processes (xrc.c). */
+static struct ibv_qp *open_qp(struct ibv_context *context, struct ibv_qp_open_attr *attr)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+static void wr_set_xrc_srqn(struct ibv_qp_ex *qx, uint32_t remote_srqn)
+{
+	struct ibv_send_wr *w = wr_last(qx);
+
+	if (w)
+		w->qp_type.xrc.remote_srqn = remote_srqn;
+}
+
 static void wr_set_sge(struct ibv_qp_ex *qx, uint32_t lkey, uint64_t addr, uint32_t length)
 {
 	struct ibv_send_wr *w = wr_last(qx);
@@ -1727,6 +1884,7 @@ static void init_qp_ex_ops(struct uroce_qp *qp)
 	x->wr_atomic_fetch_add = wr_atomic_fetch_add;
 	x->wr_set_sge = wr_set_sge;
 	x->wr_set_ud_addr = wr_set_ud_addr;
+	x->wr_set_xrc_srqn = wr_set_xrc_srqn;
 	x->wr_set_sge_list = wr_set_sge_list;
 	x->wr_set_inline_data = wr_set_inline_data;
 	x->wr_set_inline_data_list = wr_set_inline_data_list;
@@ -1759,5 +1917,11 @@ void uroce__init_ops(struct uroce_ctx *ctx)
 	o->bind_mw = bind_mw;
 	o->dealloc_mw = dealloc_mw;
 	ctx->vctx.create_qp_ex = create_qp_ex;
+	ctx->vctx.create_srq_ex = create_srq_ex;
+	ctx->vctx.get_srq_num = uroce__get_srq_num;
+	ctx->vctx.open_xrcd = uroce__open_xrcd;
+	ctx->vctx.close_xrcd = uroce__close_xrcd;
+	ctx->vctx.open_qp = open_qp;
+	pthread_mutex_init(&ctx->xsrq_lock, NULL);
 	uroce__init_ops_device(ctx);
 }

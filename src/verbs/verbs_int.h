@@ -28,6 +28,13 @@ void uroce__fill_device_attr(struct uroce_ctx *ctx, struct ibv_device_attr *a);
 /* ud.c */
 int uroce__cap_net_raw(void);
 
+/* xrc.c: XRC domains, SRQ numbers (ops wired in verbs.c) */
+struct ibv_xrcd *uroce__open_xrcd(struct ibv_context *context, struct ibv_xrcd_init_attr *attr);
+int uroce__close_xrcd(struct ibv_xrcd *ibx);
+int uroce__get_srq_num(struct ibv_srq *ibsrq, uint32_t *srq_num);
+int uroce__xsrq_add(struct uroce_ctx *ctx, struct uroce_srq *srq);
+void uroce__xsrq_remove(struct uroce_ctx *ctx, struct uroce_srq *srq);
+
 /* verbs.c: the ops wired into each context */
 void uroce__init_ops(struct uroce_ctx *ctx);
 

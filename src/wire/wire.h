@@ -17,13 +17,14 @@
 #define IMMDT_LEN 4
 #define IETH_LEN 4
 #define DETH_LEN 8
+#define XRCETH_LEN 4
 #define ICRC_LEN 4
 #define DEFAULT_PKEY 0xffff
 #define PSN_MASK 0xffffffu
 #define QPN_MASK 0xffffffu
-/* Largest header a packet we build or accept can carry (BTH+RETH+ImmDt or
- * BTH+AtomicETH). */
-#define MAX_HDR_LEN (BTH_LEN + ATMETH_LEN)
+/* Largest header a packet we build or accept can carry (BTH+XRCETH+RETH+
+ * ImmDt or BTH+XRCETH+AtomicETH). */
+#define MAX_HDR_LEN (BTH_LEN + XRCETH_LEN + ATMETH_LEN)
 
 /* RC opcodes, IBTA 9.2.1 table 38. */
 enum {
@@ -63,6 +64,7 @@ enum {
 	OP_UD = 0x60,
 	OP_UD_SEND_ONLY = 0x64,
 	OP_UD_SEND_ONLY_IMM = 0x65,
+	OP_XRC = 0xa0,           /* XRC: every RC opcode plus 0xa0 */
 };
 
 /* Opcode properties (the "mask" of the opcode table). */
@@ -85,6 +87,7 @@ enum {
 	OPF_ATOMIC = 1 << 15,
 	OPF_CNP = 1 << 16,       /* congestion notification */
 	OPF_DETH = 1 << 17,      /* datagram extended transport header (UD) */
+	OPF_XRCETH = 1 << 18,    /* XRC extended transport header (XRC requests) */
 	OPF_ONLY = OPF_FIRST | OPF_LAST,
 };
 
@@ -138,6 +141,8 @@ struct wire_pkt {
 	uint32_t msn;    /* 24 bits */
 	/* AtomicAckETH */
 	uint64_t orig;
+	/* XRCETH (XRC requests): the target's XRC SRQ */
+	uint32_t xrc_srqn; /* 24 bits */
 	/* DETH (UD) */
 	uint32_t qkey;
 	uint32_t src_qp; /* 24 bits */

@@ -467,7 +467,7 @@ t_pingpong() {
 	log_has server.log 'iters in [0-9.]+ seconds' || return 1
 }
 
-# t_pingpong_of KIND SCTX CCTX ADDR ARGS...: ibv_KIND_pingpong (ud, uc, rc).
+# t_pingpong_of KIND SCTX CCTX ADDR ARGS...: ibv_KIND_pingpong (ud, uc, rc, xsrq).
 t_pingpong_of() {
 	local kind=$1 sctx=$2 cctx=$3 addr=$4 port; shift 4
 	have_tools "ibv_${kind}_pingpong" || return 77
@@ -475,8 +475,11 @@ t_pingpong_of() {
 	pair "$sctx" "$cctx" "$port" \
 		"ibv_${kind}_pingpong" -g 0 -p "$port" "$@" -- \
 		"ibv_${kind}_pingpong" -g 0 -p "$port" "$@" "$addr" || return 1
-	log_has client.log 'iters in [0-9.]+ seconds' || return 1
-	log_has server.log 'iters in [0-9.]+ seconds' || return 1
+	# ibv_xsrq_pingpong reports only "success"
+	local done='iters in [0-9.]+ seconds'
+	[ "$kind" = xsrq ] && done='^success$'
+	log_has client.log "$done" || return 1
+	log_has server.log "$done" || return 1
 }
 
 # t_perftest SCTX CCTX ADDR TOOL ARGS...: perftest TOOL -x 0 ARGS.
@@ -559,6 +562,12 @@ client_suite() {
 	check "$tag/ib_send_bw-uc" t_perftest "$s" "$c" "$addr" ib_send_bw -c UC -s 4096 -n 1000
 	check "$tag/ib_write_lat-uc" t_perftest "$s" "$c" "$addr" ib_write_lat -c UC -s 2 -n 1000
 	check "$tag/ib_send_lat-uc" t_perftest "$s" "$c" "$addr" ib_send_lat -c UC -s 2 -n 1000
+	# XRC: initiator QPs reaching the server's XRC SRQs by number
+	check "$tag/xsrq_pingpong" t_pingpong_of xsrq "$s" "$c" "$addr" -n 100
+	check "$tag/xsrq_pingpong-s5000" t_pingpong_of xsrq "$s" "$c" "$addr" -n 50 -s 5000 -m "$mtu"
+	check "$tag/ib_send_bw-xrc" t_perftest "$s" "$c" "$addr" ib_send_bw -c XRC -s 65536 -n 1000
+	check "$tag/ib_write_bw-xrc" t_perftest "$s" "$c" "$addr" ib_write_bw -c XRC -s 65536 -n 1000
+	check "$tag/ib_read_bw-xrc" t_perftest "$s" "$c" "$addr" ib_read_bw -c XRC -s 65536 -n 500 -o 4
 	# a UD message fits one packet: qperf's default 2 KiB would not at MTU 1024
 	check "$tag/qperf-ud-uc" t_qperf_tests "$s" "$c" "$addr" "ud_bw ud_lat uc_bw uc_lat" "${qargs[@]}" -m "$mtu"
 	FAIL_REASON=$saved

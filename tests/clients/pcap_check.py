@@ -67,12 +67,18 @@ OPS = {
 UC = 0x20
 for _op in range(0, 12):
     OPS[UC + _op] = ("UC_" + OPS[_op][0], OPS[_op][1])
+# XRC (0xa0 + every RC opcode); requests carry a 4-byte XRCETH first.
+XRC = 0xa0
+_RC_OPS = [k for k in OPS if k < UC]
+for _op in _RC_OPS:
+    OPS[XRC + _op] = ("XRC_" + OPS[_op][0], OPS[_op][1] + (4 if _op in
+                      (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 19, 20, 22, 23) else 0))
 OPS[0x64] = ("UD_SEND_ONLY", 8)
 OPS[0x65] = ("UD_SEND_ONLY_WITH_IMMEDIATE", 12)
 NAME2OP = {v[0]: k for k, v in OPS.items()}
-REQUEST = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 19, 20, 22, 23} | \
-    set(range(UC, UC + 12)) | {0x64, 0x65}
-READ_RESP = {13, 14, 15, 16}
+_RC_REQ = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 19, 20, 22, 23}
+REQUEST = _RC_REQ | set(range(UC, UC + 12)) | {0x64, 0x65} | {XRC + o for o in _RC_REQ}
+READ_RESP = {13, 14, 15, 16, XRC + 13, XRC + 14, XRC + 15, XRC + 16}
 # message position: F first, M middle, L last, O only
 POS = {0: "F", 1: "M", 2: "L", 3: "L", 4: "O", 5: "O", 6: "F", 7: "M", 8: "L", 9: "L",
        10: "O", 11: "O", 12: "O", 19: "O", 20: "O", 22: "L", 23: "O",
@@ -83,7 +89,12 @@ KIND = {0: "S", 1: "S", 2: "S", 3: "S", 4: "S", 5: "S", 22: "S", 23: "S",
 for _op in range(0, 12):
     POS[UC + _op] = POS[_op]
     KIND[UC + _op] = KIND[_op]
-IMM = {3, 5, 9, 11, UC + 3, UC + 5, UC + 9, UC + 11, 0x65}
+for _op in _RC_OPS:
+    if _op in POS:
+        POS[XRC + _op] = POS[_op]
+    if _op in KIND:
+        KIND[XRC + _op] = KIND[_op]
+IMM = {3, 5, 9, 11, UC + 3, UC + 5, UC + 9, UC + 11, 0x65, XRC + 3, XRC + 5, XRC + 9, XRC + 11}
 # Nothing answers UC and UD packets: no AckReq needed on their last ones.
 UNACKED = set(range(UC, UC + 12)) | {0x64, 0x65}
 
@@ -224,17 +235,24 @@ class Checker:
                 self.err("%s: %s too short for its headers" % (where, name))
                 continue
             info = {"op": op, "psn": psn, "pay": paylen, "where": where, "ackreq": ackreq}
+            # UC and XRC packets as the RC ones they extend; an XRC
+            # request's headers start after its XRCETH
+            base = op - UC if UC <= op < UC + 12 else op - XRC if XRC <= op < XRC + 0x20 else op
+            xo = 4 if XRC <= op < XRC + 0x20 and base in _RC_REQ else 0
+            if xo:
+                info["xrcsrq"] = int.from_bytes(b[55:58], "big")
+                self.counts["xrceth"] += 1
             if op in (0x64, 0x65):
                 # DETH: Q_Key, reserved, source QP (IBA 9.3.3)
                 info["qkey"] = struct.unpack("!I", b[54:58])[0]
                 info["srcqp"] = int.from_bytes(b[59:62], "big")
                 self.counts["deth"] += 1
-            if op == 12 or op in (6, 10, 11, UC + 6, UC + 10, UC + 11):
-                info["dmalen"] = struct.unpack("!I", b[54 + 12:54 + 16])[0]
-            if op in (13, 15, 16, 17, 18):
+            if base in (6, 10, 11, 12) and op not in (0x64, 0x65):
+                info["dmalen"] = struct.unpack("!I", b[54 + xo + 12:54 + xo + 16])[0]
+            if base in (13, 15, 16, 17, 18) and op not in (0x64, 0x65):
                 syn = b[54]
                 info["syndrome"] = syn
-                if op == 17:
+                if base == 17:
                     t = syn >> 5
                     if t == 0:
                         self.counts["ack"] += 1
@@ -305,7 +323,8 @@ class Checker:
                     if state != kind:
                         self.err("%s: %s: %s without a FIRST" % (x["where"], src, OPS[op][0]))
                     state = kind if pos == "M" else None
-                if mtu and op not in (12, 19, 20):
+                rop = op - XRC if XRC <= op < XRC + 0x20 else op
+                if mtu and rop not in (12, 19, 20):
                     if pos in "FM" and x["pay"] != mtu:
                         self.err("%s: %s: %s carries %d bytes, path MTU %d" %
                                  (x["where"], src, OPS[op][0], x["pay"], mtu))
@@ -313,7 +332,7 @@ class Checker:
                         self.err("%s: %s: %s carries %d bytes > MTU %d" %
                                  (x["where"], src, OPS[op][0], x["pay"], mtu))
                 n = 1
-                if op == 12:
+                if rop == 12:
                     if mtu:
                         n = max(1, -(-x["dmalen"] // mtu))
                     else:

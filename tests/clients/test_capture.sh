@@ -88,13 +88,18 @@ check cap/ib_atomic_bw-fadd t_cap_perf "" --expect 'FETCH_ADD>=20' --expect 'ATO
 check cap/ib_atomic_bw-cswap t_cap_perf "" --expect 'COMPARE_SWAP>=20' --expect 'ATOMIC_ACKNOWLEDGE>=20' \
 	-- ib_atomic_bw -n 10 -A CMP_AND_SWAP
 
-# UC (no ACKs anywhere) and UD (DETH, one packet per message).
+# UC (no ACKs anywhere), UD (DETH, one packet per message) and XRC.
 check cap/uc-write-mtu1024 t_cap_perf 1024 --expect UC_RDMA_WRITE_FIRST=20 --expect UC_RDMA_WRITE_MIDDLE=20 \
 	--expect UC_RDMA_WRITE_LAST=20 --expect ack=0 -- ib_write_bw -c UC -s 3000 -n 10 -m 1024
 check cap/uc-send-mtu512 t_cap_perf 512 --expect UC_SEND_FIRST=20 --expect UC_SEND_MIDDLE=20 \
 	--expect UC_SEND_LAST=20 --expect ack=0 -- ib_send_bw -c UC -s 1500 -n 10 -m 512
 check cap/ud-send t_cap_perf "" --expect 'UD_SEND_ONLY>=20' --expect 'deth>=20' --expect ack=0 \
 	-- ib_send_bw -c UD -s 1000 -n 10
+# XRC: every request carries the XRCETH naming the server's XRC SRQ
+check cap/xrc-send-mtu1024 t_cap_perf 1024 --expect XRC_SEND_FIRST=20 --expect XRC_SEND_MIDDLE=20 \
+	--expect XRC_SEND_LAST=20 --expect xrceth=60 --expect 'ack>=2' -- ib_send_bw -c XRC -s 3000 -n 10 -m 1024
+check cap/xrc-read t_cap_perf 1024 --expect XRC_RDMA_READ_REQUEST=20 --expect XRC_RDMA_READ_RESPONSE_FIRST=20 \
+	--expect XRC_RDMA_READ_RESPONSE_LAST=20 -- ib_read_bw -c XRC -s 2000 -n 10 -m 1024 -o 4
 
 # Immediate data and the rest of the opcodes through the built-in transfer.
 check cap/send_imm t_cap_xfer --mtu 1024 --expect SEND_FIRST=6 --expect SEND_LAST_WITH_IMMEDIATE=6 \
