@@ -47,9 +47,12 @@ LIB       := $(BUILD)/lib/libibverbs.so.1
 ARCHIVE   := $(BUILD)/lib/liburoce-internal.a
 MAP       := src/verbs/libibverbs.map
 
-TOOL_SRCS := $(sort $(wildcard tools/*.c tools/model/*.c tools/trace/*.c))
+TOOL_SRCS := $(sort $(wildcard tools/*.c tools/model/*.c tools/trace/*.c tools/run/*.c))
 TOOL_OBJS := $(patsubst tools/%.c,$(O)/tools/%.o,$(TOOL_SRCS))
 CLI       := $(BUILD)/bin/uroce
+# uroce run writes the library's sysfs table itself: those objects are
+# linked in (hidden symbols, so the library's ABI stays rdma-core's).
+CLI_LIB_OBJS := $(O)/lib/verbs/sysfs.o $(O)/lib/net/netdev.o
 TOPO_SRCS := $(sort $(wildcard tools/topo/*.c)) tools/json.c
 TOPO_OBJS := $(patsubst tools/%.c,$(O)/tools/%.o,$(TOPO_SRCS))
 TOPO      := $(BUILD)/libexec/uroce-topo
@@ -94,9 +97,9 @@ $(O)/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -Itools -Itools/topo -MMD -MP -c $< -o $@
 
-$(CLI): $(TOOL_OBJS) $(LIB)
+$(CLI): $(TOOL_OBJS) $(CLI_LIB_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_SAN) -o $@ $(TOOL_OBJS) -L$(BUILD)/lib -l:libibverbs.so.1 \
+	$(CC) $(LDFLAGS_SAN) -o $@ $(TOOL_OBJS) $(CLI_LIB_OBJS) -L$(BUILD)/lib -l:libibverbs.so.1 \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,--enable-new-dtags -lm -ldl -pthread
 
 # uroce topo: a separate program so that only it needs libhwloc.

@@ -1,11 +1,13 @@
 /* Devices, contexts and their queries; sysfs emulation for our devices. */
 #include "verbs_int.h"
 #include "stat.h"
+#include "sysfs.h"
 #include "pcap.h"
 #include "trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -462,10 +464,13 @@ UROCE_EXPORT const char *ibv_get_sysfs_path(void)
 	return env && *env ? env : "/sys";
 }
 
-static struct uroce_device *device_by_path(const char *dir, const char **rest)
+/* Our device whose /sys/class/infiniband/<dev> (verbs = 0) or
+ * /sys/class/infiniband_verbs/uverbsN (verbs = 1) directory dir is in;
+ * *rest: the part of dir below it. */
+static struct uroce_device *device_by_path(const char *dir, const char **rest, int *verbs)
 {
-	static const char ib[] = "/sys/class/infiniband/";
-	static const char uv[] = "/sys/class/infiniband_verbs/";
+	static const char ib[] = UROCE_SYSFS_IB "/";
+	static const char uv[] = UROCE_SYSFS_VERBS "/";
 
 	pthread_mutex_lock(&devs_lock);
 	for (int i = 0; i < ndevs; i++) {
@@ -476,10 +481,12 @@ static struct uroce_device *device_by_path(const char *dir, const char **rest)
 			l = strlen(devs[i]->ibdev.name);
 			if (!strncmp(dir + sizeof(ib) - 1, devs[i]->ibdev.name, l))
 				p = dir + sizeof(ib) - 1 + l;
+			*verbs = 0;
 		} else if (!strncmp(dir, uv, sizeof(uv) - 1)) {
 			l = strlen(devs[i]->ibdev.dev_name);
 			if (!strncmp(dir + sizeof(uv) - 1, devs[i]->ibdev.dev_name, l))
 				p = dir + sizeof(uv) - 1 + l;
+			*verbs = 1;
 		}
 		if (p && (*p == '/' || !*p)) {
 			pthread_mutex_unlock(&devs_lock);
@@ -491,90 +498,38 @@ static struct uroce_device *device_by_path(const char *dir, const char **rest)
 	return NULL;
 }
 
-static void fmt_guid(char *out, size_t n, uint64_t guid_be)
-{
-	const uint8_t *g = (const uint8_t *)&guid_be;
-
-	snprintf(out, n, "%02x%02x:%02x%02x:%02x%02x:%02x%02x", g[0], g[1], g[2], g[3], g[4], g[5],
-		 g[6], g[7]);
-}
-
-/* The files of /sys/class/infiniband/<dev> that clients read. */
-static int synth_file(struct uroce_device *d, const char *rel, char *out, size_t n)
-{
-	unsigned idx;
-
-	if (!strcmp(rel, "board_id"))
-		snprintf(out, n, "UROCE_SOFT_ROCE");
-	else if (!strcmp(rel, "fw_ver"))
-		snprintf(out, n, "%s", UROCE_FW_VER);
-	else if (!strcmp(rel, "hw_rev"))
-		snprintf(out, n, "%d", UROCE_HW_VER);
-	else if (!strcmp(rel, "hca_type"))
-		snprintf(out, n, "uroce");
-	else if (!strcmp(rel, "node_type"))
-		snprintf(out, n, "1: CA");
-	else if (!strcmp(rel, "node_guid") || !strcmp(rel, "sys_image_guid"))
-		fmt_guid(out, n, d->nd.guid);
-	else if (!strcmp(rel, "ibdev"))
-		snprintf(out, n, "%s", d->ibdev.name);
-	else if (!strcmp(rel, "abi_version"))
-		snprintf(out, n, "1");
-	else if (!strcmp(rel, "ports/1/state"))
-		snprintf(out, n, "4: ACTIVE");
-	else if (!strcmp(rel, "ports/1/phys_state"))
-		snprintf(out, n, "5: LinkUp");
-	else if (!strcmp(rel, "ports/1/link_layer"))
-		snprintf(out, n, "Ethernet");
-	else if (!strcmp(rel, "ports/1/rate"))
-		snprintf(out, n, "100 Gb/sec (4X EDR)");
-	else if (sscanf(rel, "ports/1/gids/%u", &idx) == 1 && idx < UROCE_GID_TBL_LEN) {
-		uint8_t z[16] = { 0 };
-		const uint8_t *g = (int)idx < d->nd.ngids ? d->nd.gid[idx] : z;
-
-		snprintf(out, n,
-			 "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x",
-			 g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11],
-			 g[12], g[13], g[14], g[15]);
-	} else if (sscanf(rel, "ports/1/gid_attrs/types/%u", &idx) == 1 && idx < UROCE_GID_TBL_LEN) {
-		if ((int)idx >= d->nd.ngids)
-			return -1;
-		snprintf(out, n, "RoCE v2");
-	} else if (sscanf(rel, "ports/1/gid_attrs/ndevs/%u", &idx) == 1 && idx < UROCE_GID_TBL_LEN) {
-		if ((int)idx >= d->nd.ngids)
-			return -1;
-		snprintf(out, n, "%s", d->nd.ifname);
-	} else if (sscanf(rel, "ports/1/pkeys/%u", &idx) == 1) {
-		if (idx)
-			return -1;
-		snprintf(out, n, "0xffff");
-	} else {
-		return -1;
-	}
-	return (int)strlen(out);
-}
-
+/* The files of our devices come from the table in sysfs.c, the one that
+ * `uroce run` writes out for programs that read sysfs directly; device/...
+ * is read below the device the link would point to; anything else (the
+ * live hw_counters of uroce run's view) from the file system. */
 UROCE_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size)
 {
-	char path[512], tmp[256];
+	char path[PATH_MAX], tmp[256];
 	const char *rest;
-	struct uroce_device *d = device_by_path(dir, &rest);
+	int verbs = 0;
+	struct uroce_device *d = device_by_path(dir, &rest, &verbs);
 	ssize_t len;
 	int fd;
 
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
 	if (d) {
+		char rel[512], target[PATH_MAX];
 		int n;
 
-		snprintf(path, sizeof(path), "%s%s%s", rest, *rest ? "/" : "", file);
-		n = synth_file(d, path, tmp, sizeof(tmp));
-		if (n < 0 || !size) {
-			errno = ENOENT;
-			return -1;
+		snprintf(rel, sizeof(rel), "%s%s%s", rest, *rest ? "/" : "", file);
+		n = uroce_sysfs_file(&d->nd, verbs, rel, tmp, sizeof(tmp));
+		if (n >= 0) {
+			if (!size) {
+				errno = ENOENT;
+				return -1;
+			}
+			snprintf(buf, size, "%s", tmp);
+			return (int)MIN((size_t)n, size - 1);
 		}
-		snprintf(buf, size, "%s", tmp);
-		return (int)MIN((size_t)n, size - 1);
+		if (!strncmp(rel, "device/", 7) &&
+		    !uroce_sysfs_device_target(d->nd.ifname, target, sizeof(target)))
+			snprintf(path, sizeof(path), "%s/%s", target, rel + 7);
 	}
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;

@@ -1,6 +1,7 @@
 /* uroce run: exec a verbs program with uroce's libibverbs.so.1 first in
- * LD_LIBRARY_PATH. */
+ * LD_LIBRARY_PATH, in the sysfs view of uroce's devices (view.c). */
 #include "cli.h"
+#include "run.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -18,7 +19,7 @@
 void usage_run(FILE *f)
 {
 	fprintf(f,
-		"usage: uroce run [--netdev IF[,IF...]] [--] CMD [ARGS...]\n"
+		"usage: uroce run [--netdev IF[,IF...]] [--no-sysfs | --sysfs] [--] CMD [ARGS...]\n"
 		"\n"
 		"Run CMD, any dynamically linked program that uses libibverbs, on uroce:\n"
 		"uroce's library directory (the 'lib' directory next to the 'bin'\n"
@@ -26,13 +27,25 @@ void usage_run(FILE *f)
 		"executed in place of uroce (searched for in PATH). Without '--', the\n"
 		"first argument that is not an option is CMD.\n"
 		"\n"
+		"CMD and its children run in a private mount namespace (an unprivileged\n"
+		"user namespace too when not root) where /sys/class/infiniband,\n"
+		"/sys/class/infiniband_verbs and /dev/infiniband show uroce's devices,\n"
+		"for programs that read them directly (NCCL, UCX, Open MPI); a helper\n"
+		"process keeps hw_counters live. Where namespaces are not allowed, one\n"
+		"warning is printed and CMD runs without that view.\n"
+		"\n"
 		"options:\n"
 		"  --netdev IF[,IF...]  set UROCE_NETDEV: expose only these interfaces\n"
 		"                       (the first one is the first device)\n"
+		"  --no-sysfs           no sysfs view (also UROCE_SYSFS=0)\n"
+		"  --sysfs              the view is required: fail (125) without it\n"
+		"                       (also UROCE_SYSFS=require)\n"
 		"  -h, --help           print this help\n"
 		"\n"
-		"exit status: that of CMD; 125 if uroce failed (bad usage, library not\n"
-		"found), 126 if CMD cannot be executed, 127 if CMD is not found.\n"
+		"exit status: that of CMD (128+N when a signal N killed it, as the\n"
+		"shell reports); 125 if uroce failed (bad usage, library not found,\n"
+		"--sysfs without a view), 126 if CMD cannot be executed, 127 if CMD is\n"
+		"not found.\n"
 		"\n"
 		"examples:\n"
 		"  uroce run -- ibv_devinfo\n"
@@ -41,8 +54,9 @@ void usage_run(FILE *f)
 
 int cmd_run(int argc, char **argv)
 {
-	const char *netdev = NULL;
-	char libdir[PATH_MAX];
+	const char *netdev = NULL, *env = getenv("UROCE_SYSFS");
+	int sysfs = env && !strcmp(env, "0") ? 0 : env && !strcmp(env, "require") ? 2 : 1;
+	char libdir[PATH_MAX], why[512];
 	const char *old;
 	char *path;
 	size_t len;
@@ -69,6 +83,10 @@ int cmd_run(int argc, char **argv)
 		}
 		if (!strncmp(a, "--netdev=", 9)) {
 			netdev = a + 9;
+			continue;
+		}
+		if (!strcmp(a, "--no-sysfs") || !strcmp(a, "--sysfs")) {
+			sysfs = a[2] == 'n' ? 0 : 2;
 			continue;
 		}
 		if (a[0] == '-' && a[1]) {
@@ -109,6 +127,23 @@ int cmd_run(int argc, char **argv)
 		return RUN_EXIT_FAIL;
 	}
 	free(path);
+
+	/* After UROCE_NETDEV is set: the view shows the devices CMD will see. */
+	if (sysfs) {
+		int r = run_view_enter(why, sizeof(why));
+
+		if (r == -2 || (r && sysfs == 2)) {
+			fprintf(stderr, "uroce run: no sysfs view of the uroce devices: %s\n", why);
+			return RUN_EXIT_FAIL;
+		}
+		if (r)
+			fprintf(stderr,
+				"uroce run: warning: no sysfs view of the uroce devices (%s): programs "
+				"that read /sys/class/infiniband or /dev/infiniband themselves (NCCL, "
+				"UCX, Open MPI) will not find them; --no-sysfs or UROCE_SYSFS=0 "
+				"silences this\n",
+				why);
+	}
 
 	fflush(NULL);
 	execvp(argv[i], argv + i);
