@@ -41,7 +41,7 @@ endif
 LIB_CFLAGS := $(CFLAGS_BASE) -fPIC -fvisibility=hidden
 LIB_LIBS   := -lz $(ISAL_LIB) -ldl -lrt -pthread
 
-LIB_SRCS  := $(sort $(wildcard src/*/*.c))
+LIB_SRCS  := $(sort $(filter-out src/rdmacm/%,$(wildcard src/*/*.c)))
 LIB_OBJS  := $(patsubst src/%.c,$(O)/lib/%.o,$(LIB_SRCS))
 LIB       := $(BUILD)/lib/libibverbs.so.1
 ARCHIVE   := $(BUILD)/lib/liburoce-internal.a
@@ -118,6 +118,39 @@ $(BUILD)/tests/verbs/%: tests/verbs/%.c $(LIB) $(TLIB_SRCS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -Itests/lib $(LDFLAGS_SAN) -o $@ $< $(TLIB_SRCS) -L$(BUILD)/lib \
 	  -l:libibverbs.so.1 -Wl,-rpath,'$$ORIGIN/../../lib' -Wl,--enable-new-dtags -lm -pthread
+
+# librdmacm (src/rdmacm, docs/rdmacm.md): a drop-in librdmacm.so.1 built only
+# on the public verbs API of our libibverbs.so.1 (no internal include paths);
+# its C tests are tests/rdmacm/ (suite "rdmacm" of tests/run.sh).
+RDMACM_SRCS  := $(sort $(wildcard src/rdmacm/*.c))
+RDMACM_OBJS  := $(patsubst src/%.c,$(O)/lib/%.o,$(RDMACM_SRCS))
+RDMACM       := $(BUILD)/lib/librdmacm.so.1
+RDMACM_MAP   := src/rdmacm/librdmacm.map
+CM_TEST_BINS := $(patsubst tests/rdmacm/%.c,$(BUILD)/tests/rdmacm/%,$(sort $(wildcard tests/rdmacm/*.c)))
+.PHONY: test-rdmacm
+all: $(RDMACM) $(BUILD)/lib/librdmacm.so $(CM_TEST_BINS)
+
+$(O)/lib/rdmacm/%.o: src/rdmacm/%.c $(CONFIG)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -I%,$(LIB_CFLAGS)) -MMD -MP -c $< -o $@
+
+$(RDMACM): $(RDMACM_OBJS) $(RDMACM_MAP) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,librdmacm.so.1 -Wl,--version-script=$(RDMACM_MAP) \
+	  -Wl,-z,defs -Wl,-z,now $(LDFLAGS_SAN) -o $@ $(RDMACM_OBJS) -L$(BUILD)/lib \
+	  -l:libibverbs.so.1 -Wl,-rpath,'$$ORIGIN' -Wl,--enable-new-dtags -pthread
+
+$(BUILD)/lib/librdmacm.so: $(RDMACM)
+	ln -sf librdmacm.so.1 $@
+
+$(BUILD)/tests/rdmacm/%: tests/rdmacm/%.c $(RDMACM) $(TLIB_SRCS) tests/verbs/common.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Itests/lib -Itests/verbs $(LDFLAGS_SAN) -o $@ $< $(TLIB_SRCS) \
+	  -L$(BUILD)/lib -l:librdmacm.so.1 -l:libibverbs.so.1 -Wl,-rpath,'$$ORIGIN/../../lib' \
+	  -Wl,--enable-new-dtags -lm -pthread
+
+test-rdmacm: all
+	@tests/run.sh rdmacm
 
 demo: all
 	$(CLI) demo

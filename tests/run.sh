@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the test suites and prints one closing line "N passed, N failed, N skipped".
-#   tests/run.sh [unit|verbs|clients ...]   (default: all)
+#   tests/run.sh [unit|verbs|rdmacm|clients ...]   (default: all)
 # Every test program and script prints its own "N passed, N failed, N skipped"
 # as its last line; this sums them. A program that dies without that line
 # counts as one failure.
@@ -8,7 +8,7 @@ set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/build}
 suites=("$@")
-[ ${#suites[@]} -eq 0 ] && suites=(unit verbs clients)
+[ ${#suites[@]} -eq 0 ] && suites=(unit verbs rdmacm clients)
 export UROCE_NETDEV=${UROCE_NETDEV:-lo}
 export PATH="$build/bin:$PATH"
 tp=0 tf=0 ts=0
@@ -42,7 +42,7 @@ run_one() { # name, command...
 
 for s in "${suites[@]}"; do
 	case "$s" in
-	unit|verbs)
+	unit|verbs|rdmacm)
 		for t in "$build/tests/$s"/*; do
 			[ -x "$t" ] || continue
 			run_one "$s/$(basename "$t")" "$t"
