@@ -6,10 +6,12 @@
  * else around it: no inline data (the payload is read from the MR), one
  * completion per WR, the data checked at the other end. */
 #include "cli.h"
+#include "statfile.h"
 #include "trace_cli.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <glob.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <sched.h>
@@ -28,7 +30,7 @@
 #define XFER_WATCHDOG_S 60
 #define XFER_DEPTH 64           /* WRs outstanding */
 #define XFER_IMM 0x1234abcdu
-#define XFER_RNR_DELAY_MS 5     /* --rnr: the responder posts its RECVs this late */
+#define XFER_RNR_WAIT_MS 2000   /* --rnr: the longest wait for the first RNR NAK */
 
 const char *const xfer_op_opt[XOP_COUNT] = { "write", "write_imm", "send", "send_imm",
 					     "read", "cswap", "fadd" };
@@ -305,6 +307,32 @@ static void post_recvs(struct side *s, unsigned n)
 	}
 }
 
+/* --rnr: waits until this process's engine has sent an RNR NAK (its own
+ * stat file says so), so that the first SEND is refused however late it
+ * comes on a loaded host; at most XFER_RNR_WAIT_MS. */
+static void wait_own_rnr_nak(void)
+{
+	char pat[64];
+
+	snprintf(pat, sizeof(pat), "%s/%s%d-*.stat", UROCE_STAT_DIR, UROCE_STAT_PREFIX, (int)getpid());
+	for (int ms = 0; ms < XFER_RNR_WAIT_MS; ms++) {
+		glob_t g;
+		int seen = 0;
+
+		if (!glob(pat, 0, NULL, &g)) {
+			for (size_t i = 0; i < g.gl_pathc && !seen; i++) {
+				struct uroce_stat_file f;
+
+				seen = !statf_load(g.gl_pathv[i], &f) && f.cnt.rnr_naks_sent;
+			}
+			globfree(&g);
+		}
+		if (seen)
+			return;
+		sleep_ms(1);
+	}
+}
+
 /* Responder: prepares its memory, takes the RECVs, checks the data. */
 static int responder(struct side *s)
 {
@@ -320,7 +348,7 @@ static int responder(struct side *s)
 	sock_send(s, &ready, 1);
 	if (needs_recv(o->op) && o->rnr) {
 		/* The requester's first SEND arrives before any RECV: RNR NAK. */
-		sleep_ms(XFER_RNR_DELAY_MS);
+		wait_own_rnr_nak();
 		post_recvs(s, o->count);
 	}
 	for (unsigned i = 0; needs_recv(o->op) && i < o->count; i++) {

@@ -181,10 +181,13 @@ t_ctr_rnr() {
 		--hold 3000 >"$CHECK_DIR/trace.log" 2>&1 </dev/null &
 	bg=$!
 	echo "$bg" >>"$LOGDIR/pids"
-	# the transfer's processes: children of `uroce trace` (under timeout)
-	for ((i = 0; i < 50; i++)); do
-		kids=$(pgrep -P "$(pgrep -P "$bg" | head -1)" 2>/dev/null | tr '\n' ' ')
-		for pid in $kids; do
+	# the transfer's processes: children of `uroce trace` (under timeout);
+	# they hold on for 3 s after the transfer, so the counters are there
+	local k
+	for ((i = 0; i < 200; i++)); do
+		k=$(pgrep -P "$(pgrep -P "$bg" | head -1)" 2>/dev/null | tr '\n' ' ')
+		[ -n "${k// /}" ] && kids=$k
+		for pid in $k; do
 			"$UROCE" stat --json "$pid" 2>/dev/null | grep -q '"rnr_naks_sent":[1-9]' && break 2
 		done
 		sleep 0.1
