@@ -5,6 +5,7 @@
 #   make test       every test (unit, verbs semantics, real Debian clients)
 #   make interop    uroce against the kernel's soft-RoCE (rdma_rxe) in a QEMU guest (root)
 #   make bench      benchmarks (JSON + Markdown table under build/bench/)
+#   make bench-nccl NCCL over uroce vs NCCL's sockets on a GPU (build/bench/nccl-latest.md)
 #   make SANITIZER=address   (or undefined, address,undefined, thread)
 #
 # Missing Debian packages are installed by scripts/deps.sh (as root), or the
@@ -189,6 +190,13 @@ bench: all
 bench-loss: all
 	@scripts/deps.sh bench
 	@bench/loss.sh
+
+# NCCL over uroce vs NCCL's sockets, nccl-tests style (bench/nccl/driver.py;
+# needs PyTorch with CUDA and a GPU at run time, skips otherwise; uses the
+# build in $(BUILD) as it is, so that it runs where nothing can be built).
+.PHONY: bench-nccl
+bench-nccl:
+	@BUILD=$(BUILD) $(or $(PYTHON),python3) bench/nccl/driver.py bench
 
 # GPU bandwidth benchmark (needs an NVIDIA GPU at run time, not to build).
 bench-gpu: $(BUILD)/bench/gpu_bw

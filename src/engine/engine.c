@@ -1585,6 +1585,7 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 		errno = ret;
 		goto fail;
 	}
+	pthread_setname_np(e->thr, "uroce-engine"); /* top, /proc/PID/task: where the time goes */
 	e->running = 1;
 	return 0;
 fail:

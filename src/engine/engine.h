@@ -416,6 +416,7 @@ struct uroce_ctx {
 	struct uroce_stat_file *stat;
 	char stat_path[96];
 	atomic_int nqps;
+	void *cuctx;                 /* CUDA context of the last CUDA MR (engine thread) */
 	struct verbs_context vctx;   /* must be last: ibv_context ends it */
 };
 
@@ -532,6 +533,9 @@ void uroce_stage_forget(struct uroce_qp *qp, const struct uroce_mr *mr);
 /* Copies a packet's pieces into the stage as one run (qp.c). */
 uint8_t *uroce_stage_linear(struct uroce_qp *qp, const struct uroce_mr *cudamr, size_t len);
 void uroce_stage_free(struct uroce_qp *qp);
+/* CUDA stream, events and pinned staging buffers made ahead of traffic
+ * (qp.c: allocating pinned memory while a kernel runs can deadlock). */
+void uroce_qp_cuda_prepare(struct uroce_qp *qp, void *cuctx);
 /* Writes payload into an MR (host: memcpy; CUDA: staged). 0 or -1. */
 int uroce_place(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t va, const void *src,
 		size_t len);

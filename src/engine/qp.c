@@ -317,6 +317,29 @@ static void *stream_for(struct uroce_qp *qp, const struct uroce_mr *mr)
 	return qp->cu_ctx == mr->cuctx ? qp->cu_stream : NULL;
 }
 
+static int bufs_alloc(uint8_t **buf, int *pinned, size_t *cap, const struct uroce_mr *mr);
+
+/* Gets a QP's CUDA resources (copy stream, events, pinned staging buffers)
+ * ready ahead of traffic, in CUDA context cuctx (engine thread). A
+ * page-locked allocation is an implicit synchronization point of the
+ * device (CUDA programming guide, "Implicit Synchronization"): made while a
+ * collective's kernel spins on the GPU waiting for this very data, it
+ * never returns. NCCL registers its buffers and connects its QPs before it
+ * launches kernels, so this runs then: at the registration of CUDA memory
+ * and when a QP of a context that has some enters RTR. */
+void uroce_qp_cuda_prepare(struct uroce_qp *qp, void *cuctx)
+{
+	struct uroce_mr m;
+
+	if (!cuctx || (qp->cu_ctx && qp->cu_ctx != cuctx))
+		return;
+	memset(&m, 0, sizeof(m));
+	m.cuctx = cuctx;
+	stream_for(qp, &m);
+	bufs_alloc(qp->stage.buf, qp->stage.pinned, &qp->stage.cap, &m);
+	bufs_alloc(qp->rxs.buf, qp->rxs.pinned, &qp->rxs.cap, &m);
+}
+
 static int bufs_alloc(uint8_t **buf, int *pinned, size_t *cap, const struct uroce_mr *mr)
 {
 	if (buf[0])

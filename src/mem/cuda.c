@@ -18,9 +18,26 @@ enum {
 	CU_POINTER_ATTRIBUTE_CONTEXT = 1,
 	CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
 	CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
+	CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+	CU_POINTER_ATTRIBUTE_MAPPED = 13,
 	CU_MEMORYTYPE_DEVICE = 2,
 	CUDA_ERROR_NOT_INITIALIZED = 3,
+	CU_MEM_LOCATION_TYPE_DEVICE = 1,
 };
+
+/* CUmemAllocationProp (cuda.h, CUDA 11 and later): only the location is read. */
+struct cu_alloc_prop {
+	int type;
+	int handle_types;
+	struct {
+		int type;
+		int id;
+	} location;
+	void *win32;
+	unsigned char rest[64];
+};
+
+#define MAX_DEVS 64
 
 static struct {
 	int tried, ok;
@@ -43,6 +60,13 @@ static struct {
 	CUresult (*ev_query)(void *);
 	CUresult (*ev_sync)(void *);
 	int async;
+	/* VMM memory (cuMemCreate/cuMemMap) belongs to no context */
+	CUresult (*dev_get)(int *, int);
+	CUresult (*primary_retain)(CUcontext *, int);
+	CUresult (*retain_handle)(uint64_t *, void *);
+	CUresult (*handle_prop)(struct cu_alloc_prop *, uint64_t);
+	CUresult (*handle_release)(uint64_t);
+	CUcontext primary[MAX_DEVS];
 } cu;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -81,6 +105,12 @@ static int load(void)
 	cu.ev_record = (CUresult(*)(void *, void *))dlsym(h, "cuEventRecord");
 	cu.ev_query = (CUresult(*)(void *))dlsym(h, "cuEventQuery");
 	cu.ev_sync = (CUresult(*)(void *))dlsym(h, "cuEventSynchronize");
+	cu.dev_get = (CUresult(*)(int *, int))dlsym(h, "cuDeviceGet");
+	cu.primary_retain = (CUresult(*)(CUcontext *, int))dlsym(h, "cuDevicePrimaryCtxRetain");
+	cu.retain_handle = (CUresult(*)(uint64_t *, void *))dlsym(h, "cuMemRetainAllocationHandle");
+	cu.handle_prop = (CUresult(*)(struct cu_alloc_prop *, uint64_t))dlsym(
+		h, "cuMemGetAllocationPropertiesFromHandle");
+	cu.handle_release = (CUresult(*)(uint64_t))dlsym(h, "cuMemRelease");
 	cu.async = cu.ok && cu.stream_new && cu.stream_free && cu.dtoh_async && cu.htod_async &&
 		   cu.ev_new && cu.ev_free && cu.ev_record && cu.ev_query && cu.ev_sync &&
 		   !(getenv("UROCE_CUDA_ASYNC") && !strcmp(getenv("UROCE_CUDA_ASYNC"), "0"));
@@ -108,9 +138,45 @@ const char *uroce_cuda_error(void)
 	return last_err;
 }
 
+/* The primary context of device ordinal ord, retained once per process and
+ * kept (it serves every VMM MR of that device until exit). */
+static CUcontext primary_ctx(int ord)
+{
+	CUcontext c = NULL;
+	int dev;
+
+	if (ord < 0 || ord >= MAX_DEVS || !cu.dev_get || !cu.primary_retain)
+		return NULL;
+	pthread_mutex_lock(&lock);
+	if (!cu.primary[ord] && !cu.dev_get(&dev, ord) && !cu.primary_retain(&c, dev))
+		cu.primary[ord] = c;
+	c = cu.primary[ord];
+	pthread_mutex_unlock(&lock);
+	return c;
+}
+
+/* The device of a VMM mapping that pointer attributes do not describe:
+ * cuMemRetainAllocationHandle answers only for cuMemMap'ed ranges. */
+static int vmm_device(const void *addr)
+{
+	struct cu_alloc_prop prop;
+	uint64_t h;
+	int ord = -1;
+
+	if (!cu.retain_handle || !cu.handle_prop || !cu.handle_release ||
+	    cu.retain_handle(&h, (void *)(uintptr_t)addr))
+		return -1;
+	memset(&prop, 0, sizeof(prop));
+	if (!cu.handle_prop(&prop, h) && prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+		ord = prop.location.id;
+	cu.handle_release(h);
+	return ord;
+}
+
 int uroce_cuda_probe(const void *addr, void **cuctx)
 {
-	unsigned int type = 0, managed = 0;
+	unsigned int type = 0, managed = 0, mapped = 0;
+	int ord = -1;
 	CUresult r;
 
 	if (!load())
@@ -119,15 +185,42 @@ int uroce_cuda_probe(const void *addr, void **cuctx)
 		/* Unlike cuPointerGetAttribute, this one answers for memory
 		 * CUDA does not know (type 0) instead of failing, so probing
 		 * host buffers is not an API error (compute-sanitizer clean). */
-		int which[3] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
-				 CU_POINTER_ATTRIBUTE_CONTEXT };
-		void *data[3] = { &type, &managed, cuctx };
+		int which[5] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+				 CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+				 CU_POINTER_ATTRIBUTE_MAPPED };
+		void *data[5] = { &type, &managed, cuctx, &ord, &mapped };
 
 		*cuctx = NULL;
-		r = cu.ptr_attrs(3, which, data, (CUdeviceptr)(uintptr_t)addr);
+		r = cu.ptr_attrs(5, which, data, (CUdeviceptr)(uintptr_t)addr);
+		if (r) /* a driver older than the MAPPED attribute (CUDA 11)? */
+			r = cu.ptr_attrs(3, which, data, (CUdeviceptr)(uintptr_t)addr);
 		if (r)
 			return 0; /* CUDA not initialised in this process: host memory */
-		return type == CU_MEMORYTYPE_DEVICE && !managed && *cuctx;
+		if (managed)
+			return 0;
+		if (type == CU_MEMORYTYPE_DEVICE && *cuctx)
+			return 1; /* cudaMalloc, cuMemAlloc */
+		/* VMM memory (cuMemCreate + cuMemMap, NCCL's default allocator,
+		 * PyTorch's expandable segments) has no context: any context
+		 * of its device reaches it once cuMemSetAccess allowed that
+		 * device, so the engine copies in the device's primary one. */
+		if (type != CU_MEMORYTYPE_DEVICE) {
+			if (type || !mapped)
+				return 0; /* host or host-pinned memory, or unknown to CUDA */
+			ord = vmm_device(addr);
+		}
+		*cuctx = primary_ctx(ord);
+		if (!*cuctx && type == CU_MEMORYTYPE_DEVICE)
+			*cuctx = primary_ctx(vmm_device(addr));
+		if (!*cuctx) {
+			snprintf(last_err, sizeof(last_err),
+				 "device memory at %p has no context and no primary context of "
+				 "device %d could be retained", addr, ord);
+			uroce_err("%s", last_err);
+			errno = EFAULT;
+			return -1;
+		}
+		return 1;
 	}
 	r = cu.ptr_attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)addr);
 	if (r)

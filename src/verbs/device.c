@@ -265,15 +265,32 @@ static void fill_port(struct uroce_ctx *ctx, struct ibv_port_attr *a)
 	a->link_layer = IBV_LINK_LAYER_ETHERNET;
 }
 
+/* rdma-core newer than 44 appends active_speed_ex to struct ibv_port_attr
+ * (offset 52, 56 bytes in all). Callers built against such headers (NCCL's
+ * own copy, rdma-core 50's inline ibv_query_port) pass that length and may
+ * not clear the struct first: every byte of len is written, the extended
+ * speed equal to active_speed (as the kernel reports it), anything past
+ * what uroce knows zeroed. */
+struct port_attr_ext {
+	struct ibv_port_attr a;
+	uint32_t active_speed_ex;
+};
+_Static_assert(offsetof(struct port_attr_ext, active_speed_ex) == 52,
+	       "active_speed_ex sits at offset 52 in rdma-core's struct ibv_port_attr");
+
 static int query_port_ex(struct ibv_context *context, uint8_t port, struct ibv_port_attr *attr,
 			 size_t len)
 {
-	struct ibv_port_attr a;
+	struct port_attr_ext x;
 
 	if (port != 1)
 		return EINVAL;
-	fill_port(to_uctx(context), &a);
-	memcpy(attr, &a, MIN(len, sizeof(a)));
+	memset(&x, 0, sizeof(x));
+	fill_port(to_uctx(context), &x.a);
+	x.active_speed_ex = x.a.active_speed;
+	if (len > sizeof(x))
+		memset((uint8_t *)attr + sizeof(x), 0, len - sizeof(x));
+	memcpy(attr, &x, MIN(len, sizeof(x)));
 	return 0;
 }
 

@@ -78,6 +78,18 @@ UROCE_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |             \
 	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_OPTIONAL_RANGE)
 
+/* A CUDA MR: every QP of the context gets its CUDA resources now, before
+ * kernels run (uroce_qp_cuda_prepare). */
+static void cuda_prepare_fn(void *arg)
+{
+	struct uroce_mr *mr = arg;
+	struct uroce_ctx *ctx = to_uctx(mr->ibmr.context);
+
+	ctx->cuctx = mr->cuctx;
+	for (struct uroce_qp *qp = uroce_eng_all_qps(ctx->eng); qp; qp = qp->all_next)
+		uroce_qp_cuda_prepare(qp, mr->cuctx);
+}
+
 static int check_access(int access)
 {
 	/* ibv_reg_mr(3): remote write or atomic access needs local write. */
@@ -143,6 +155,8 @@ UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	}
 	mr->ibmr.handle = mr->ibmr.lkey;
 	atomic_fetch_add(&pd->refs, 1);
+	if (mr->kind == UROCE_MEM_CUDA)
+		uroce_eng_call(ctx, cuda_prepare_fn, mr);
 	return &mr->ibmr;
 }
 
@@ -202,6 +216,10 @@ UROCE_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset
 	struct ibv_mr *mr;
 	int ret = check_access(access);
 
+	/* NCCL probes for dma-buf support with (offset 0, length 0, iova 0,
+	 * fd -1): EBADF means supported, as from a kernel that has it. */
+	if (!ret && fd < 0)
+		ret = EBADF;
 	if (!ret && (!length || (access & IBV_ACCESS_ZERO_BASED)))
 		ret = EINVAL;
 	if (!ret)
@@ -1283,6 +1301,10 @@ static void apply_fn(void *arg)
 		qp->pmtu = 128u << MIN((int)a->path_mtu,
 				       uroce_net_active_mtu(uroce_net_mtu(qp->ctx->dev.ifname)));
 		qp->resp.epsn = a->rq_psn & PSN_MASK;
+		/* a QP connected after CUDA memory was registered gets its CUDA
+		 * resources now, not during a kernel (uroce_qp_cuda_prepare) */
+		if (qp->ctx->cuctx)
+			uroce_qp_cuda_prepare(qp, qp->ctx->cuctx);
 		/* selective repeat is a responder choice of RC (no ACKs on UC) */
 		qp->sr = qp->type == IBV_QPT_RC && uroce_retrans_sr();
 		ret = uroce_qp_connect(qp);

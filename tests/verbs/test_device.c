@@ -167,6 +167,44 @@ T_CASE(query_port)
 	T_EQ_INT(ibv_close_device(ctx), 0);
 }
 
+/* NCCL (its own verbs headers) and rdma-core 50's inline ibv_query_port
+ * call the context's query_port with the newer 56-byte struct, whose
+ * active_speed_ex sits at offset 52, without clearing it first, and NCCL
+ * computes the link speed from it: every byte of the given length must be
+ * written, the same way on every call. */
+T_CASE(query_port_56_bytes_uncleared)
+{
+	struct ibv_context *ctx = tv_open_device();
+	struct verbs_context *vctx = verbs_get_ctx_op(ctx, query_port);
+	struct ibv_port_attr p;
+	uint8_t a[64], b[64];
+	uint32_t speed_ex;
+
+	T_ASSERTF(vctx, "the context has no extended query_port");
+	memset(&p, 0, sizeof(p));
+	T_EQ_INT(ibv_query_port(ctx, 1, &p), 0);
+	memset(a, 0xa5, sizeof(a));
+	memset(b, 0x5a, sizeof(b));
+	T_EQ_INT(vctx->query_port(ctx, 1, (struct ibv_port_attr *)a, 56), 0);
+	T_EQ_INT(vctx->query_port(ctx, 1, (struct ibv_port_attr *)b, 56), 0);
+	/* the same 56 bytes whatever was there before */
+	T_EQ_MEM(a, b, 56);
+	/* and nothing past the length given */
+	T_EQ_INT(a[56], 0xa5);
+	T_EQ_INT(b[56], 0x5a);
+	memcpy(&speed_ex, a + 52, 4);
+	t_log("active_speed %d active_width %d active_speed_ex %u", p.active_speed,
+	      p.active_width, speed_ex);
+	T_EQ_INT(speed_ex, p.active_speed);
+	T_EQ_MEM(a, &p, offsetof(struct ibv_port_attr, port_cap_flags2) + 2);
+	/* a longer struct than uroce knows: the rest is zeroed */
+	memset(a, 0xa5, sizeof(a));
+	T_EQ_INT(vctx->query_port(ctx, 1, (struct ibv_port_attr *)a, sizeof(a)), 0);
+	for (size_t i = 56; i < sizeof(a); i++)
+		T_EQ_INT(a[i], 0);
+	T_EQ_INT(ibv_close_device(ctx), 0);
+}
+
 T_CASE(query_port_out_of_range)
 {
 	struct ibv_context *ctx = tv_open_device();

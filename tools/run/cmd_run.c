@@ -34,6 +34,9 @@ void usage_run(FILE *f)
 		"process keeps hw_counters live. Where namespaces are not allowed, one\n"
 		"warning is printed and CMD runs without that view.\n"
 		"\n"
+		"NCCL_GIN_TYPE is set to 0 when it is unset: NCCL 2.28.7-2.28.9 crash on\n"
+		"devices that are not mlx5 otherwise (UROCE_LOG=info says so).\n"
+		"\n"
 		"options:\n"
 		"  --netdev IF[,IF...]  set UROCE_NETDEV: expose only these interfaces\n"
 		"                       (the first one is the first device)\n"
@@ -127,6 +130,18 @@ int cmd_run(int argc, char **argv)
 		return RUN_EXIT_FAIL;
 	}
 	free(path);
+
+	/* NCCL 2.28.7-2.28.9 crash in ncclNetInit on any IB device that is not
+	 * mlx5 (NVIDIA/nccl PR #1881, fixed in 2.29.2); GIN's IB back-ends need
+	 * mlx5 anyway. An explicit setting wins. */
+	if (!getenv("NCCL_GIN_TYPE")) {
+		const char *lv = getenv("UROCE_LOG");
+
+		setenv("NCCL_GIN_TYPE", "0", 1);
+		if (lv && (!strcmp(lv, "info") || !strcmp(lv, "debug")))
+			fprintf(stderr, "uroce run: info: NCCL_GIN_TYPE=0 (NCCL 2.28.7-2.28.9 crash on "
+					"devices that are not mlx5; set NCCL_GIN_TYPE to override)\n");
+	}
 
 	/* After UROCE_NETDEV is set: the view shows the devices CMD will see. */
 	if (sysfs) {

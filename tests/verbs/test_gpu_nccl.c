@@ -1,0 +1,366 @@
+/* GPU memory registered the ways NCCL 2.28 registers it (issue 14):
+ *
+ *   - its dma-buf probe, ibv_reg_dmabuf_mr(pd, 0, 0, 0, fd -1, 0): EBADF
+ *     ("supported"), not EOPNOTSUPP;
+ *   - cuMem (VMM) buffers, NCCL's default allocator (cuMemCreate with
+ *     gpuDirectRDMACapable, cuMemAddressReserve, cuMemMap, cuMemSetAccess):
+ *     ibv_reg_mr on the pointer (peer-memory style) and ibv_reg_dmabuf_mr
+ *     with the fd of cuMemGetHandleForAddressRange, offset 0, the length
+ *     rounded up to host pages, iova = the buffer's address, and the fd
+ *     closed right after registration, as net.cc does;
+ *   - the same for a cuMemAlloc (cudaMalloc) buffer;
+ *   - the GDR flush: an RDMA READ on a QP connected to itself, from the
+ *     registered GPU buffer into host memory.
+ *
+ * The probe and a host-memory flush run everywhere; the rest skips without
+ * a GPU, saying why. The CUDA driver is loaded with dlopen. */
+#include <dlfcn.h>
+
+#include "common.h"
+
+typedef int CUresult;
+typedef uint64_t CUdeviceptr;
+
+struct cu_loc {
+	int type, id;
+};
+struct cu_prop { /* CUmemAllocationProp */
+	int type, handle_types;
+	struct cu_loc loc;
+	void *win32;
+	unsigned char compression, gdr_capable;
+	unsigned short usage;
+	unsigned char reserved[4];
+};
+struct cu_access { /* CUmemAccessDesc */
+	struct cu_loc loc;
+	int flags;
+};
+
+static struct {
+	CUresult (*init)(unsigned);
+	CUresult (*dev_get)(int *, int);
+	CUresult (*dev_count)(int *);
+	CUresult (*ctx_retain)(void **, int);
+	CUresult (*ctx_set)(void *);
+	CUresult (*alloc)(CUdeviceptr *, size_t);
+	CUresult (*free)(CUdeviceptr);
+	CUresult (*htod)(CUdeviceptr, const void *, size_t);
+	CUresult (*dtoh)(void *, CUdeviceptr, size_t);
+	CUresult (*range_handle)(void *, CUdeviceptr, size_t, int, unsigned long long);
+	CUresult (*attr)(int *, int, int);
+	CUresult (*granularity)(size_t *, const struct cu_prop *, int);
+	CUresult (*create)(uint64_t *, size_t, const struct cu_prop *, unsigned long long);
+	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+	CUresult (*map)(CUdeviceptr, size_t, size_t, uint64_t, unsigned long long);
+	CUresult (*set_access)(CUdeviceptr, size_t, const struct cu_access *, size_t);
+	CUresult (*unmap)(CUdeviceptr, size_t);
+	CUresult (*release)(uint64_t);
+	CUresult (*addr_free)(CUdeviceptr, size_t);
+	CUresult (*ptr_attrs)(unsigned, int *, void **, CUdeviceptr);
+} cu;
+static int cu_dev;
+
+static void gpu_init(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+	void *ctx;
+	int n = 0, dev;
+
+	if (!h)
+		T_SKIP("no CUDA driver (libcuda.so.1: %s): GPU tests need an NVIDIA GPU", dlerror());
+#define SYM(f, name) cu.f = (__typeof__(cu.f))dlsym(h, name)
+	SYM(init, "cuInit");
+	SYM(dev_get, "cuDeviceGet");
+	SYM(dev_count, "cuDeviceGetCount");
+	SYM(ctx_retain, "cuDevicePrimaryCtxRetain");
+	SYM(ctx_set, "cuCtxSetCurrent");
+	SYM(alloc, "cuMemAlloc_v2");
+	SYM(free, "cuMemFree_v2");
+	SYM(htod, "cuMemcpyHtoD_v2");
+	SYM(dtoh, "cuMemcpyDtoH_v2");
+	SYM(range_handle, "cuMemGetHandleForAddressRange");
+	SYM(attr, "cuDeviceGetAttribute");
+	SYM(granularity, "cuMemGetAllocationGranularity");
+	SYM(create, "cuMemCreate");
+	SYM(reserve, "cuMemAddressReserve");
+	SYM(map, "cuMemMap");
+	SYM(set_access, "cuMemSetAccess");
+	SYM(unmap, "cuMemUnmap");
+	SYM(release, "cuMemRelease");
+	SYM(addr_free, "cuMemAddressFree");
+	SYM(ptr_attrs, "cuPointerGetAttributes");
+#undef SYM
+	if (!cu.init || cu.init(0))
+		T_SKIP("cuInit failed: no usable NVIDIA GPU");
+	if (cu.dev_count(&n) || n < 1)
+		T_SKIP("no CUDA device");
+	T_EQ_INT(cu.dev_get(&dev, 0), 0);
+	cu_dev = dev;
+	T_EQ_INT(cu.ctx_retain(&ctx, dev), 0);
+	T_EQ_INT(cu.ctx_set(ctx), 0);
+}
+
+/* A GPU buffer, from cuMem (vmm) or cuMemAlloc. */
+struct gbuf {
+	CUdeviceptr d;
+	size_t len, mapped;
+	uint64_t handle;
+	int vmm;
+};
+
+static void gbuf_alloc(struct gbuf *g, size_t len, int vmm)
+{
+	memset(g, 0, sizeof(*g));
+	g->len = len;
+	g->vmm = vmm;
+	if (!vmm) {
+		T_EQ_INT(cu.alloc(&g->d, len), 0);
+		return;
+	}
+	{
+		struct cu_prop prop;
+		struct cu_access acc;
+		size_t gran = 0;
+		int rdma = 0;
+
+		if (!cu.create || !cu.reserve || !cu.map || !cu.set_access || !cu.granularity)
+			T_SKIP("this CUDA driver has no virtual memory management API");
+		memset(&prop, 0, sizeof(prop));
+		prop.type = 1;         /* CU_MEM_ALLOCATION_TYPE_PINNED */
+		prop.handle_types = 1; /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, NCCL's default */
+		prop.loc.type = 1;     /* CU_MEM_LOCATION_TYPE_DEVICE */
+		prop.loc.id = cu_dev;
+		if (!cu.attr(&rdma, 110 /* GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */, cu_dev) && rdma)
+			prop.gdr_capable = 1;
+		T_EQ_INT(cu.granularity(&gran, &prop, 0), 0);
+		g->mapped = (len + gran - 1) / gran * gran;
+		T_EQ_INT(cu.create(&g->handle, g->mapped, &prop, 0), 0);
+		T_EQ_INT(cu.reserve(&g->d, g->mapped, gran, 0, 0), 0);
+		T_EQ_INT(cu.map(g->d, g->mapped, 0, g->handle, 0), 0);
+		memset(&acc, 0, sizeof(acc));
+		acc.loc.type = 1;
+		acc.loc.id = cu_dev;
+		acc.flags = 3; /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE */
+		T_EQ_INT(cu.set_access(g->d, g->mapped, &acc, 1), 0);
+	}
+}
+
+static void gbuf_free(struct gbuf *g)
+{
+	if (!g->vmm) {
+		T_EQ_INT(cu.free(g->d), 0);
+		return;
+	}
+	T_EQ_INT(cu.unmap(g->d, g->mapped), 0);
+	T_EQ_INT(cu.release(g->handle), 0);
+	T_EQ_INT(cu.addr_free(g->d, g->mapped), 0);
+}
+
+static void gfill(struct gbuf *g, size_t off, size_t n, uint64_t seed)
+{
+	uint8_t *h = malloc(n ? n : 1);
+
+	tv_fill_at(h, n, seed, 0);
+	T_EQ_INT(cu.htod(g->d + off, h, n), 0);
+	free(h);
+}
+
+static void gcheck(struct gbuf *g, size_t off, size_t n, uint64_t seed)
+{
+	uint8_t *h = malloc(n ? n : 1);
+
+	T_EQ_INT(cu.dtoh(h, g->d + off, n), 0);
+	T_PATTERN(h, n, seed, 0);
+	free(h);
+}
+
+/* What the driver says about a pointer (for the log: VMM memory has no
+ * context, which is what made uroce take it for host memory before). */
+static void log_attrs(const char *what, CUdeviceptr p)
+{
+	unsigned type = 0, managed = 0, mapped = 0;
+	void *ctx = NULL;
+	int ord = -1;
+	int which[5] = { 2 /* MEMORY_TYPE */, 8 /* IS_MANAGED */, 1 /* CONTEXT */,
+			 9 /* DEVICE_ORDINAL */, 13 /* MAPPED */ };
+	void *data[5] = { &type, &managed, &ctx, &ord, &mapped };
+	CUresult r = cu.ptr_attrs ? cu.ptr_attrs(5, which, data, p) : -1;
+
+	t_log("%s 0x%llx: cuPointerGetAttributes %d: memory type %u, managed %u, context %p, "
+	      "device %d, mapped %u", what, (unsigned long long)p, r, type, managed, ctx, ord,
+	      mapped);
+}
+
+/* NCCL's access flags for its buffers (relaxed ordering is an optional
+ * flag: a device that does not know it ignores it). */
+#define NCCL_ACCESS (TV_ACCESS_ALL | IBV_ACCESS_RELAXED_ORDERING)
+
+/* Registers g as NCCL's ncclIbRegMrDmaBufInternal2 does: iova = the
+ * address rounded down to the host page, length in whole host pages,
+ * offset 0 into a dma-buf of exactly the buffer (net.cc), fd closed at once. */
+static struct ibv_mr *reg_like_nccl(struct ibv_pd *pd, struct gbuf *g, int dmabuf)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t addr = (uintptr_t)g->d & ~(page - 1);
+	size_t pages = ((uintptr_t)g->d + g->len - addr + page - 1) / page;
+	struct ibv_mr *mr;
+	int fd = -1, ok = 0;
+
+	if (!dmabuf) {
+		mr = ibv_reg_mr(pd, (void *)addr, pages * page, NCCL_ACCESS);
+		T_ASSERTF(mr, "ibv_reg_mr of %s memory: %s", g->vmm ? "cuMem" : "cuMemAlloc",
+			  strerror(errno));
+		return mr;
+	}
+	if (!cu.range_handle || !cu.attr ||
+	    cu.attr(&ok, 124 /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */, cu_dev) || !ok)
+		T_SKIP("this driver or GPU does not export dma-bufs");
+	T_EQ_INT(cu.range_handle(&fd, g->d, g->len, 1 /* DMA_BUF_FD */, 0), 0);
+	T_ASSERT(fd >= 0);
+	mr = ibv_reg_dmabuf_mr(pd, 0, pages * page, addr, fd, NCCL_ACCESS);
+	T_ASSERTF(mr, "ibv_reg_dmabuf_mr(offset 0, length %zu, iova 0x%llx) of %s memory: %s",
+		  pages * page, (unsigned long long)addr, g->vmm ? "cuMem" : "cuMemAlloc",
+		  strerror(errno));
+	close(fd); /* NCCL closes it right after registering */
+	return mr;
+}
+
+/* A QP connected to itself, as NCCL's GDR flush QP. */
+static void self_qp_open(struct tv_side *s)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_info me;
+
+	o.mtu = IBV_MTU_4096;
+	memset(&me, 0, sizeof(me));
+	tv_side_open(s, &o, NULL);
+	tv_info_of(s, &me);
+	tv_connect(s, &o, &me);
+}
+
+/* ---- everywhere ---- */
+
+T_CASE(dmabuf_probe_ebadf)
+{
+	struct ibv_context *ctx = tv_open_device();
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+
+	T_ASSERT(pd);
+	errno = 0;
+	T_ASSERT(!ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0));
+	T_EQ_INT(errno, EBADF);
+	T_EQ_INT(ibv_dealloc_pd(pd), 0);
+	T_EQ_INT(ibv_close_device(ctx), 0);
+}
+
+/* The flush READ on a self-connected QP, host memory on both ends. */
+T_CASE(flush_read_self_qp_host)
+{
+	struct tv_side s;
+	struct tv_buf src, dst;
+	size_t n = (1u << 20) + 3;
+
+	self_qp_open(&s);
+	tv_buf_alloc(&src, s.pd, n, TV_ACCESS_ALL);
+	tv_buf_alloc(&dst, s.pd, n, TV_ACCESS_ALL);
+	tv_fill(src.p, n, 31);
+	for (int i = 0; i < 3; i++) {
+		size_t len = i == 0 ? 1 : i == 1 ? 4 : n; /* NCCL reads 1 byte (4 when forced) */
+
+		memset(dst.p, 0, n);
+		T_EQ_INT(tv_post1(s.qp, IBV_WR_RDMA_READ, 10 + i, &dst, 0, len,
+				  (uintptr_t)src.p, src.mr->rkey, 0, IBV_SEND_SIGNALED), 0);
+		tv_expect_wc(s.scq, s.qp, 10 + i, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+		T_PATTERN(dst.p, len, 31, 0);
+	}
+	tv_buf_free(&src);
+	tv_buf_free(&dst);
+	tv_side_close(&s);
+}
+
+/* ---- on a GPU ---- */
+
+/* A WRITE from a GPU buffer of one context into g (registered NCCL's way
+ * in another), the data checked on the GPU; a READ back; then the flush:
+ * a READ of g on a self-connected QP into host memory. */
+static void nccl_path(int vmm, int dmabuf)
+{
+	struct tv_pair p;
+	struct tv_opts o = tv_opts_default();
+	struct gbuf g, src;
+	struct ibv_mr *mr, *smr;
+	struct tv_side fl;
+	struct tv_buf host;
+	/* an odd transfer in a buffer of whole pages: the driver exports
+	 * dma-bufs of page-aligned ranges only (CUDA_ERROR_INVALID_VALUE for
+	 * 4 MiB + 100 on the H200), and NCCL's buffers are page multiples */
+	size_t n = (4u << 20) + 100, cap = (n + 65535) & ~(size_t)65535;
+
+	gpu_init();
+	o.mtu = IBV_MTU_4096;
+	o.separate_ctx = 1;
+	tv_pair_open(&p, &o);
+	gbuf_alloc(&g, cap, vmm);
+	gbuf_alloc(&src, cap, 0);
+	log_attrs(vmm ? "cuMem buffer" : "cuMemAlloc buffer", g.d);
+	mr = reg_like_nccl(p.b.pd, &g, dmabuf);
+	smr = reg_like_nccl(p.a.pd, &src, 0);
+
+	gfill(&src, 0, n, 41);
+	{
+		struct ibv_sge s = { .addr = src.d, .length = (uint32_t)n, .lkey = smr->lkey };
+
+		T_EQ_INT(tv_post(p.a.qp, IBV_WR_RDMA_WRITE, 1, &s, 1, g.d, mr->rkey, 0,
+				 IBV_SEND_SIGNALED), 0);
+		tv_expect_wc(p.a.scq, p.a.qp, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+		/* completed at the requester: the bytes are in the remote GPU memory */
+		gcheck(&g, 0, n, 41);
+		gfill(&g, 0, n, 42);
+		T_EQ_INT(tv_post(p.a.qp, IBV_WR_RDMA_READ, 2, &s, 1, g.d, mr->rkey, 0,
+				 IBV_SEND_SIGNALED), 0);
+		tv_expect_wc(p.a.scq, p.a.qp, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+		gcheck(&src, 0, n, 42);
+	}
+
+	/* the flush QP lives in the receiver's context, as in NCCL */
+	{
+		struct tv_opts fo = tv_opts_default();
+		struct tv_info me;
+		struct ibv_mr *fmr;
+
+		fo.mtu = IBV_MTU_4096;
+		memset(&me, 0, sizeof(me));
+		tv_side_open(&fl, &fo, p.b.ctx);
+		tv_info_of(&fl, &me);
+		tv_connect(&fl, &fo, &me);
+		fmr = reg_like_nccl(fl.pd, &g, dmabuf);
+		tv_buf_alloc(&host, fl.pd, cap, TV_ACCESS_ALL);
+		T_EQ_INT(tv_post1(fl.qp, IBV_WR_RDMA_READ, 3, &host, 0, 1, g.d, fmr->rkey, 0,
+				  IBV_SEND_SIGNALED), 0);
+		tv_expect_wc(fl.scq, fl.qp, 3, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+		T_PATTERN(host.p, 1, 42, 0);
+		T_EQ_INT(tv_post1(fl.qp, IBV_WR_RDMA_READ, 4, &host, 0, n, g.d, fmr->rkey, 0,
+				  IBV_SEND_SIGNALED), 0);
+		tv_expect_wc(fl.scq, fl.qp, 4, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+		T_PATTERN(host.p, n, 42, 0);
+		tv_buf_free(&host);
+		T_EQ_INT(ibv_dereg_mr(fmr), 0);
+		tv_side_close(&fl);
+	}
+	T_EQ_INT(ibv_dereg_mr(mr), 0);
+	T_EQ_INT(ibv_dereg_mr(smr), 0);
+	gbuf_free(&g);
+	gbuf_free(&src);
+	tv_pair_close(&p);
+}
+
+T_CASE(cumem_reg_mr) { nccl_path(1, 0); }
+T_CASE(cumem_dmabuf) { nccl_path(1, 1); }
+T_CASE(cumemalloc_reg_mr) { nccl_path(0, 0); }
+T_CASE(cumemalloc_dmabuf) { nccl_path(0, 1); }
+
+int main(int argc, char **argv)
+{
+	return t_run(argc, argv);
+}
