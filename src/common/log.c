@@ -27,6 +27,24 @@ static void segv_handler(int sig)
 	raise(sig);
 }
 
+/* UROCE_SEGV_BACKTRACE=1 also makes SIGUSR2 print the backtrace of the
+ * thread it is sent to and carry on: where a stuck engine thread spins
+ * (tgkill(pid, tid of "uroce-engine", SIGUSR2); no debugger needed). */
+static void usr2_handler(int sig)
+{
+	void *bt[64];
+	int n = backtrace(bt, 64);
+	static const char msg[] = "uroce: SIGUSR2, backtrace of this thread:\n";
+
+	(void)sig;
+	if (write(2, msg, sizeof(msg) - 1) < 0) {
+		/* nothing */
+	}
+	backtrace_symbols_fd(bt, n, 2);
+}
+
+int uroce__usr2_backtrace;
+
 __attribute__((constructor)) static void uroce__log_init(void)
 {
 	const char *s = getenv("UROCE_LOG");
@@ -36,6 +54,8 @@ __attribute__((constructor)) static void uroce__log_init(void)
 		signal(SIGSEGV, segv_handler);
 		signal(SIGBUS, segv_handler);
 		signal(SIGABRT, segv_handler);
+		signal(SIGUSR2, usr2_handler);
+		uroce__usr2_backtrace = 1;
 	}
 
 	if (!s)

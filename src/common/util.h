@@ -32,6 +32,8 @@ void uroce_expand_pid(const char *in, char *out, size_t n);
 /* Logging: UROCE_LOG=error|warn|info|debug (default warn), to stderr. */
 enum { UROCE_LOG_ERROR, UROCE_LOG_WARN, UROCE_LOG_INFO, UROCE_LOG_DEBUG };
 extern int uroce__log_level;
+/* UROCE_SEGV_BACKTRACE=1: SIGUSR2 prints the backtrace of the thread it hits (log.c) */
+extern int uroce__usr2_backtrace;
 void uroce__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define uroce_err(...) uroce__log(UROCE_LOG_ERROR, __VA_ARGS__)
 #define uroce_warn(...)                                              \

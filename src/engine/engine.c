@@ -1421,6 +1421,8 @@ static void *engine_main(void *arg)
 	sigset_t all;
 
 	sigfillset(&all);
+	if (uroce__usr2_backtrace)
+		sigdelset(&all, SIGUSR2); /* UROCE_SEGV_BACKTRACE: where is it stuck? */
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	prctl(PR_SET_NAME, "uroce-engine", 0, 0, 0);
 	uroce_trace_set_engine_thread();

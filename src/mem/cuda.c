@@ -67,6 +67,13 @@ static struct {
 	CUresult (*handle_prop)(struct cu_alloc_prop *, uint64_t);
 	CUresult (*handle_release)(uint64_t);
 	CUcontext primary[MAX_DEVS];
+	CUresult (*stream_sync)(void *);
+	/* "synchronous" copies run on a non-blocking stream of their context
+	 * (made at registration), never on the legacy NULL stream */
+	struct {
+		CUcontext ctx;
+		void *stream;
+	} sync[MAX_DEVS];
 } cu;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -111,6 +118,7 @@ static int load(void)
 	cu.handle_prop = (CUresult(*)(struct cu_alloc_prop *, uint64_t))dlsym(
 		h, "cuMemGetAllocationPropertiesFromHandle");
 	cu.handle_release = (CUresult(*)(uint64_t))dlsym(h, "cuMemRelease");
+	cu.stream_sync = (CUresult(*)(void *))dlsym(h, "cuStreamSynchronize");
 	cu.async = cu.ok && cu.stream_new && cu.stream_free && cu.dtoh_async && cu.htod_async &&
 		   cu.ev_new && cu.ev_free && cu.ev_record && cu.ev_query && cu.ev_sync &&
 		   !(getenv("UROCE_CUDA_ASYNC") && !strcmp(getenv("UROCE_CUDA_ASYNC"), "0"));
@@ -236,6 +244,46 @@ int uroce_cuda_probe(const void *addr, void **cuctx)
 	return 1;
 }
 
+static int use_ctx(void *cuctx);
+
+/* The context's stream for copies the engine waits for. A plain
+ * cuMemcpyDtoH/HtoD runs on the legacy NULL stream, which waits for the
+ * work of every blocking stream of the context: NCCL's collective kernel
+ * spins there until the very bytes being copied arrive, and the copy never
+ * starts (seen on the H200: the engine stuck in cuMemcpyDtoH, NCCL's first
+ * GDR collective hung). Made when memory of the context is registered
+ * (create is true), looked up by the engine. */
+static void *sync_stream(void *cuctx, int create)
+{
+	void *s = NULL;
+
+	if (!cu.stream_new || !cu.stream_sync || !cu.dtoh_async || !cu.htod_async)
+		return NULL;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_DEVS; i++) {
+		if (cu.sync[i].ctx == cuctx) {
+			s = cu.sync[i].stream;
+			break;
+		}
+		if (!cu.sync[i].ctx) {
+			if (create && !use_ctx(cuctx) &&
+			    !cu.stream_new(&s, 1 /* CU_STREAM_NON_BLOCKING */)) {
+				cu.sync[i].ctx = cuctx;
+				cu.sync[i].stream = s;
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return s;
+}
+
+void uroce_cuda_sync_prepare(void *cuctx)
+{
+	if (cuctx && cu.ok)
+		sync_stream(cuctx, 1);
+}
+
 static int use_ctx(void *cuctx)
 {
 	CUresult r;
@@ -251,20 +299,36 @@ static int use_ctx(void *cuctx)
 
 int uroce_cuda_dtoh(void *cuctx, void *dst, uint64_t src_dev, size_t len)
 {
+	void *s;
 	CUresult r;
 
 	if (!cu.ok || use_ctx(cuctx))
 		return -1;
+	s = sync_stream(cuctx, 0);
+	if (s) {
+		r = cu.dtoh_async(dst, (CUdeviceptr)src_dev, len, s);
+		if (!r)
+			r = cu.stream_sync(s);
+		return r ? fail("cuMemcpyDtoHAsync+cuStreamSynchronize", r) : 0;
+	}
 	r = cu.dtoh(dst, (CUdeviceptr)src_dev, len);
 	return r ? fail("cuMemcpyDtoH", r) : 0;
 }
 
 int uroce_cuda_htod(void *cuctx, uint64_t dst_dev, const void *src, size_t len)
 {
+	void *s;
 	CUresult r;
 
 	if (!cu.ok || use_ctx(cuctx))
 		return -1;
+	s = sync_stream(cuctx, 0);
+	if (s) {
+		r = cu.htod_async((CUdeviceptr)dst_dev, src, len, s);
+		if (!r)
+			r = cu.stream_sync(s);
+		return r ? fail("cuMemcpyHtoDAsync+cuStreamSynchronize", r) : 0;
+	}
 	r = cu.htod((CUdeviceptr)dst_dev, src, len);
 	return r ? fail("cuMemcpyHtoD", r) : 0;
 }

@@ -13,6 +13,9 @@
 
 /* 1 if addr is CUDA device memory (fills the owning context); 0 if it is
  * host memory; -1 on a CUDA error (errno set). */
+/* Makes the stream of the context's waited-for copies (engine thread, at
+ * registration: before kernels run). */
+void uroce_cuda_sync_prepare(void *cuctx);
 int uroce_cuda_probe(const void *addr, void **cuctx);
 /* Synchronous copies between device memory and host memory. 0 or -1. */
 int uroce_cuda_dtoh(void *cuctx, void *dst, uint64_t src_dev, size_t len);

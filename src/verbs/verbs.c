@@ -86,6 +86,7 @@ static void cuda_prepare_fn(void *arg)
 	struct uroce_ctx *ctx = to_uctx(mr->ibmr.context);
 
 	ctx->cuctx = mr->cuctx;
+	uroce_cuda_sync_prepare(mr->cuctx);
 	for (struct uroce_qp *qp = uroce_eng_all_qps(ctx->eng); qp; qp = qp->all_next)
 		uroce_qp_cuda_prepare(qp, mr->cuctx);
 }
