@@ -48,7 +48,7 @@ LIB       := $(BUILD)/lib/libibverbs.so.1
 ARCHIVE   := $(BUILD)/lib/liburoce-internal.a
 MAP       := src/verbs/libibverbs.map
 
-TOOL_SRCS := $(sort $(wildcard tools/*.c tools/model/*.c tools/trace/*.c tools/run/*.c))
+TOOL_SRCS := $(sort $(wildcard tools/*.c tools/model/*.c tools/trace/*.c tools/run/*.c tools/mpirun/*.c))
 TOOL_OBJS := $(patsubst tools/%.c,$(O)/tools/%.o,$(TOOL_SRCS))
 CLI       := $(BUILD)/bin/uroce
 # uroce run writes the library's sysfs table itself: those objects are

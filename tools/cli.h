@@ -21,6 +21,7 @@ int cmd_doctor(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+int cmd_mpirun(int argc, char **argv);
 
 void usage_run(FILE *f);
 void usage_status(FILE *f);
@@ -30,6 +31,7 @@ void usage_doctor(FILE *f);
 void usage_stat(FILE *f);
 void usage_trace(FILE *f);
 void usage_model(FILE *f);
+void usage_mpirun(FILE *f);
 
 /* The directory holding our libibverbs.so.1: <dir of the CLI>/../lib,
  * resolved through realpath(/proc/self/exe). Returns 0 and fills buf, or

@@ -3,6 +3,7 @@
  *   uroce [help [COMMAND]]
  *   uroce version
  *   uroce run [--netdev IF[,IF...]] [--] CMD [ARGS...]
+ *   uroce mpirun [--netns[=NS]] [--transport T] [--] MPIRUN-ARGS...
  *   uroce status [--json]
  *   uroce demo [--iters N] [--size BYTES]
  *   uroce topo [--input FILE.xml] [--json] [--svg FILE]
@@ -34,6 +35,9 @@ static void usage(FILE *f)
 		"                 run any dynamically linked verbs program on uroce\n"
 		"                 (prepends uroce's library directory to LD_LIBRARY_PATH),\n"
 		"                 with uroce's devices in /sys/class/infiniband and /dev\n"
+		"  mpirun [--netns[=NS]] [--transport uroce|ucx-tcp|tcp] [--] MPIRUN-ARGS...\n"
+		"                 Open MPI's mpirun over UCX on uroce, every rank under\n"
+		"                 uroce run; --netns: hosts are network namespaces\n"
 		"  status [--json]\n"
 		"                 show devices, ports and GID tables (like ibstat)\n"
 		"  demo [--iters N] [--size BYTES] | demo --gpu\n"
@@ -124,6 +128,8 @@ static int help_for(const char *cmd)
 {
 	if (!strcmp(cmd, "run"))
 		usage_run(stdout);
+	else if (!strcmp(cmd, "mpirun"))
+		usage_mpirun(stdout);
 	else if (!strcmp(cmd, "status"))
 		usage_status(stdout);
 	else if (!strcmp(cmd, "demo"))
@@ -168,6 +174,8 @@ int main(int argc, char **argv)
 		return cmd_version();
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc - 1, argv + 1);
+	if (!strcmp(cmd, "mpirun"))
+		return cmd_mpirun(argc - 1, argv + 1);
 	if (!strcmp(cmd, "status"))
 		return cmd_status(argc - 1, argv + 1);
 	if (!strcmp(cmd, "demo"))
