@@ -24,6 +24,11 @@ extern const char *const xfer_op_opt[XOP_COUNT];
 extern const char *const xfer_op_name[XOP_COUNT];
 int xfer_op_parse(const char *s);
 
+/* A trace line's "key=value ..." part (trace_explain.c): the value of key
+ * copied into buf (NULL if absent), or as a number (-1 if absent). */
+const char *trace_kv(const char *kvs, const char *key, char *buf, size_t len);
+int64_t trace_num(const char *kvs, const char *key);
+
 struct xfer_opts {
 	int op;             /* enum xfer_op */
 	uint64_t size;      /* bytes per WR (atomics: 8) */

@@ -90,12 +90,13 @@ static int cmp_ev(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Value of key in e (copied into buf), or NULL. */
-static const char *kv(const struct ev *e, const char *key, char *buf, size_t len)
+/* Value of key in a trace line's "key=value key=value" part (copied into
+ * buf), or NULL. */
+const char *trace_kv(const char *kvs, const char *key, char *buf, size_t len)
 {
 	size_t kl = strlen(key);
 
-	for (const char *p = e->kv; p && *p;) {
+	for (const char *p = kvs; p && *p;) {
 		const char *end = strchr(p, ' ');
 		size_t tl = end ? (size_t)(end - p) : strlen(p);
 
@@ -113,16 +114,27 @@ static const char *kv(const struct ev *e, const char *key, char *buf, size_t len
 	return NULL;
 }
 
-static int64_t num(const struct ev *e, const char *key)
+static const char *kv(const struct ev *e, const char *key, char *buf, size_t len)
+{
+	return trace_kv(e->kv, key, buf, len);
+}
+
+/* Its number (0x... or decimal; "(nil)" is 0), or -1 when absent. */
+int64_t trace_num(const char *kvs, const char *key)
 {
 	char b[64];
-	const char *s = kv(e, key, b, sizeof(b));
+	const char *s = trace_kv(kvs, key, b, sizeof(b));
 
 	if (!s)
 		return -1;
 	if (!strcmp(s, "(nil)"))
 		return 0;
 	return (int64_t)strtoull(s, NULL, 0);
+}
+
+static int64_t num(const struct ev *e, const char *key)
+{
+	return trace_num(e->kv, key);
 }
 
 /* The address of a memory step: addr= (host pointer), va= (the MR's

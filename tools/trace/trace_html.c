@@ -142,36 +142,12 @@ static int cmp_hev(const void *a, const void *b)
 
 static const char *kv(const struct hev *e, const char *key, char *buf, size_t len)
 {
-	size_t kl = strlen(key);
-
-	for (const char *p = e->kv; p && *p;) {
-		const char *end = strchr(p, ' ');
-		size_t tl = end ? (size_t)(end - p) : strlen(p);
-
-		if (tl > kl && !strncmp(p, key, kl) && p[kl] == '=') {
-			size_t vl = tl - kl - 1;
-
-			if (vl >= len)
-				vl = len - 1;
-			memcpy(buf, p + kl + 1, vl);
-			buf[vl] = 0;
-			return buf;
-		}
-		p = end ? end + 1 : NULL;
-	}
-	return NULL;
+	return trace_kv(e->kv, key, buf, len);
 }
 
 static int64_t num(const struct hev *e, const char *key)
 {
-	char b[64];
-	const char *s = kv(e, key, b, sizeof(b));
-
-	if (!s)
-		return -1;
-	if (!strcmp(s, "(nil)"))
-		return 0;
-	return (int64_t)strtoull(s, NULL, 0);
+	return trace_num(e->kv, key);
 }
 
 static int is(const struct hev *e, const char *name)
