@@ -302,6 +302,7 @@ struct uroce_qp {
 		uint32_t window_acc;     /* additive-increase accumulator */
 		uint32_t last_una;       /* una at the last window update */
 		int aimd;                /* UROCE_AIMD=1: halve the window on loss */
+		int slow_start;          /* regrowing after a timeout: +acked per ACK */
 		int retry_left, rnr_left;
 		uint64_t deadline;       /* local ACK timeout, ns; 0 = off */
 		uint64_t fast_deadline;  /* early retransmission, ns; 0 = off */

@@ -391,10 +391,28 @@ static void window_loss(struct uroce_qp *qp)
 	qp->req.window_acc = 0;
 }
 
+/* After a local ACK timeout (a peer that answered nothing for a whole
+ * timeout is overwhelmed or gone): the window drops to its floor and grows
+ * back by what each ACK covers (doubling per round trip, TCP's slow start),
+ * so that an overloaded peer is not buried under full-window resends until
+ * the retries run out (a slow rxe guest failed perftest with status 12). */
+static void window_timeout(struct uroce_qp *qp)
+{
+	qp->req.window = 16;
+	qp->req.window_acc = 0;
+	qp->req.slow_start = 1;
+}
+
 static void window_grow(struct uroce_qp *qp, uint32_t acked)
 {
-	if (qp->req.window >= qp->req.window_max)
+	if (qp->req.window >= qp->req.window_max) {
+		qp->req.slow_start = 0;
 		return;
+	}
+	if (qp->req.slow_start) {
+		qp->req.window = MIN(qp->req.window + acked, qp->req.window_max);
+		return;
+	}
 	qp->req.window_acc += acked;
 	while (qp->req.window_acc >= qp->req.window && qp->req.window < qp->req.window_max) {
 		qp->req.window_acc -= qp->req.window;
@@ -886,7 +904,7 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 			return;
 		}
 		qp->req.retry_left--;
-		window_loss(qp);
+		window_timeout(qp);
 		qp->req.deadline = now + qp->req.timeout_ns;
 		qp->req.fast_deadline = now + qp->req.fast_cur_ns;
 		timeout_recover(qp, 1);
