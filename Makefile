@@ -5,6 +5,7 @@
 #   make test       every test (unit, verbs semantics, real Debian clients)
 #   make interop    uroce against the kernel's soft-RoCE (rdma_rxe) in a QEMU guest (root)
 #   make bench      benchmarks (JSON + Markdown table under build/bench/)
+#   make bench-mpi  MPI_Allreduce and ping-pong: Open MPI on uroce vs on TCP (build/bench/mpi-latest.md)
 #   make bench-nccl NCCL over uroce vs NCCL's sockets on a GPU (build/bench/nccl-latest.md)
 #   make SANITIZER=address   (or undefined, address,undefined, thread)
 #
@@ -190,6 +191,14 @@ bench: all
 bench-loss: all
 	@scripts/deps.sh bench
 	@bench/loss.sh
+
+# MPI over uroce vs MPI over TCP, OSU style (bench/mpi/run.sh; root: two
+# network namespaces): Open MPI on UCX/uroce, on UCX's tcp and on its own
+# TCP BTL, side by side (build/bench/mpi-latest.md).
+.PHONY: bench-mpi
+bench-mpi: all
+	@scripts/deps.sh bench
+	@BUILD=$(BUILD) bench/mpi/run.sh
 
 # NCCL over uroce vs NCCL's sockets, nccl-tests style (bench/nccl/driver.py;
 # needs PyTorch with CUDA and a GPU at run time, skips otherwise; uses the
