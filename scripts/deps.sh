@@ -9,7 +9,7 @@ set -euo pipefail
 what=${1:-build}
 
 build_pkgs="libibverbs-dev librdmacm-dev zlib1g-dev libpcap-dev libisal-dev libhwloc-dev pkg-config"
-test_pkgs="$build_pkgs ibverbs-utils rdmacm-utils perftest qperf iproute2 tshark python3-scapy hwloc procps chromium ucx-utils openmpi-bin libopenmpi-dev python3-mpi4py"
+test_pkgs="$build_pkgs ibverbs-utils infiniband-diags rdmacm-utils perftest qperf iproute2 tshark python3-scapy hwloc procps chromium ucx-utils openmpi-bin libopenmpi-dev python3-mpi4py"
 bench_pkgs="$test_pkgs iperf3 sockperf gnuplot-nox"
 
 case "$what" in
