@@ -432,9 +432,9 @@ static void hold(struct uroce_engine *e, struct uroce_qp *qp, int dir, const uin
 	h->m = e->rxm;
 	if (dst)
 		h->dst = *dst;
-	/* Reordering holds a packet behind 1..N later ones (at most 1 ms);
-	 * delay holds it for the configured time. */
-	h->due = e->now + (f->delay_ns ? f->delay_ns : 1000000);
+	/* Reordering holds a packet behind 1..N later ones (at most
+	 * UROCE_REORDER_US); delay holds it for the configured time. */
+	h->due = e->now + (f->delay_ns ? f->delay_ns : f->reorder_ns);
 	h->after_seq = f->reorder ? e->pkt_seq + 1 + uroce_fault_rand(f) % f->reorder : UINT64_MAX;
 	e->nheld++;
 	if (f->reorder)
@@ -1409,6 +1409,9 @@ static uint64_t next_deadline(struct uroce_engine *e)
 			best = d;
 		if (qp->resp.ack_deadline && qp->resp.ack_deadline < best)
 			best = qp->resp.ack_deadline;
+		d = uroce_resp_deadline(qp);
+		if (d && d < best)
+			best = d;
 	}
 	return best;
 }
@@ -1439,7 +1442,7 @@ static void *engine_main(void *arg)
 		work |= drain_doorbells(e);
 		ts.tv_sec = 0;
 		ts.tv_nsec = 0;
-		if (!work && !e->active && e->now - last_work > e->spin_ns) {
+		if (!work && !e->active && !e->nheld && e->now - last_work > e->spin_ns) {
 			tsp = NULL; /* nothing at all to wait for */
 		} else if (!work && e->now - last_work > e->spin_ns) {
 			uint64_t d = next_deadline(e);

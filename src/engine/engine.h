@@ -262,6 +262,13 @@ struct uroce_qp {
 	struct uroce_sr_rx *srx;
 	uint64_t *sr_sack;
 	int sr;                      /* UROCE_RETRANS=sr: the responder places ahead */
+	/* Reordering (docs/design.md): packets after a gap wait in ooo until
+	 * it fills; the gap is reported once gap_after packets came after it
+	 * or it is gap_wait_ns old. */
+	struct uroce_ooo *ooo;
+	uint64_t *rd_got;            /* requester: READ responses placed ahead (PSN mod SR_BITS) */
+	uint32_t gap_after;
+	uint64_t gap_wait_ns;
 
 	/* Doorbell (lock-free stack of QPs with new work). */
 	struct uroce_qp *db_next;
@@ -331,6 +338,9 @@ struct uroce_qp {
 		int sr_tried;            /* a timer resent selectively since progress */
 		uint64_t rec_deadline;   /* recovery: resend the holes again then, ns */
 		uint64_t una_sent_at;    /* when the PSN at una was last (re)sent or became una */
+		/* a gap in READ responses: since when (0: none), responses after it */
+		uint64_t rd_gap_start;
+		uint32_t rd_gap_pkts;
 	} req;
 
 	struct {
@@ -359,6 +369,9 @@ struct uroce_qp {
 		uint32_t blk_lo, blk_hi;
 		int sack_due;
 		int gap_sacked;          /* a SACK went out for the gap at ePSN */
+		/* the gap at ePSN: since when (0: none), packets after it */
+		uint64_t gap_start;
+		uint32_t gap_pkts;
 	} resp;
 };
 
@@ -592,6 +605,12 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now);
 void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now);
 int uroce_resp_busy(const struct uroce_qp *qp);
+/* When the responder reports the gap at ePSN unless it fills (0: none). */
+uint64_t uroce_resp_deadline(const struct uroce_qp *qp);
+/* Frees the packets held for reordering (reset, error, destroy). */
+void uroce_resp_ooo_free(struct uroce_qp *qp);
+/* UROCE_GAP_PKTS and UROCE_GAP_US (docs/design.md, "Reordering"). */
+void uroce_gap_params(uint32_t *pkts, uint64_t *ns);
 /* Takes the next receive WQE (RQ or SRQ) into qp->resp: 1, or 0 if none. */
 int uroce_resp_take_rwqe(struct uroce_qp *qp);
 /* Scatters bytes into the taken receive WQE at qp->resp.msg_off. */

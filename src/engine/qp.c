@@ -222,6 +222,8 @@ void uroce_qp_to_error(struct uroce_qp *qp)
 	qp->resp.ack_now = 0;
 	qp->resp.unacked = 0;
 	qp->resp.ack_deadline = 0;
+	qp->resp.gap_start = 0;
+	uroce_resp_ooo_free(qp);
 	uroce_qp_flush(qp);
 }
 
@@ -231,10 +233,13 @@ void uroce_qp_reset_transport(struct uroce_qp *qp)
 
 	memset(&qp->req, 0, sizeof(qp->req));
 	memset(&qp->resp, 0, sizeof(qp->resp));
+	uroce_resp_ooo_free(qp);
 	if (qp->srx)
 		memset(qp->srx, 0, sizeof(*qp->srx));
 	if (qp->sr_sack)
 		memset(qp->sr_sack, 0, SR_BITS / 8);
+	if (qp->rd_got)
+		memset(qp->rd_got, 0, SR_BITS / 8);
 	/* IBA 10.3.1: entering RESET empties the work queues. */
 	atomic_store(&qp->sq_tail, head);
 	qp->req.cur = head;

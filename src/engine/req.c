@@ -61,6 +61,8 @@ uint64_t uroce_req_next_deadline(const struct uroce_qp *qp)
 		d = qp->req.stall_until;
 	if (qp->req.rec_deadline && qp->req.rec_deadline < d)
 		d = qp->req.rec_deadline;
+	if (qp->req.rd_gap_start && qp->req.rd_gap_start + qp->gap_wait_ns < d)
+		d = qp->req.rd_gap_start + qp->gap_wait_ns;
 	return d;
 }
 
@@ -770,10 +772,108 @@ static struct uroce_swqe *implied_ack(struct uroce_qp *qp, uint32_t psn)
 	return w;
 }
 
+/* ---- READ responses out of order (docs/design.md, "Reordering") ----
+ * The requester knows where every response PSN of a READ goes (its
+ * offset is (PSN - first PSN) x PMTU), so a response after a gap is placed
+ * at once and remembered in rd_got; the READ completes, in order, once
+ * the gap fills. The gap is reported (going back to the first missing
+ * response, 9.7.5.1.? implied NAK) only once gap_after responses came
+ * after it or it is gap_wait_ns old, as the responder does for requests. */
+
+/* A response for the READ w, ahead of where w is. 1 if placed (or already). */
+static int rd_place_ahead(struct uroce_qp *qp, struct uroce_swqe *w, const struct wire_pkt *p)
+{
+	uint32_t off = (uint32_t)psn_diff(p->psn, w->first_psn) * qp->pmtu;
+
+	if (psn_diff(p->psn, qp->req.una) >= (int32_t)SR_BITS || !qp->gap_after)
+		return 0;
+	if (!qp->rd_got && !(qp->rd_got = calloc(SR_BITS / 64, sizeof(uint64_t))))
+		return 0;
+	if (sr_test(qp->rd_got, p->psn)) {
+		qp->ctx->cnt->dup_responses++;
+		return 1;
+	}
+	/* checked as in order; one that fails waits for its turn to fail */
+	if (off + p->paylen > w->length ||
+	    (p->psn != last_psn(w) && p->paylen != qp->pmtu) ||
+	    (p->psn == last_psn(w) && off + p->paylen != w->length) ||
+	    scatter(qp, w, off, p->payload, p->paylen))
+		return 0;
+	sr_set(qp->rd_got, p->psn);
+	qp->ctx->cnt->rd_placed_ahead++;
+	return 1;
+}
+
+/* The response at psn of w is taken: one that ends a READ request (its
+ * LAST or ONLY; requests end at fixed chunk boundaries) retires it. */
+static void rd_took(struct uroce_qp *qp, const struct uroce_swqe *w, uint32_t psn)
+{
+	uint32_t k = (uint32_t)psn_diff(psn, w->first_psn);
+
+	if ((k % READ_CHUNK_PKTS == READ_CHUNK_PKTS - 1 || psn == last_psn(w)) && qp->req.rd_out)
+		qp->req.rd_out--;
+}
+
+/* w's response at resp_next was just taken: moves over those placed
+ * ahead; una follows. */
+static void rd_advance(struct uroce_qp *qp, struct uroce_swqe *w)
+{
+	while (qp->rd_got && psn_diff(w->resp_next, last_psn(w)) <= 0 &&
+	       sr_test(qp->rd_got, w->resp_next)) {
+		sr_clear(qp->rd_got, w->resp_next);
+		rd_took(qp, w, w->resp_next);
+		w->resp_next = psn_add(w->resp_next, 1);
+	}
+	qp->req.una = w->resp_next;
+	qp->req.gap_psn = PSN_MASK + 1;
+	qp->req.rd_gap_start = 0;
+}
+
+/* The oldest READ or atomic not done, or NULL. */
+static struct uroce_swqe *rd_oldest(struct uroce_qp *qp)
+{
+	uint32_t t = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
+	uint32_t head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
+
+	for (; t != head; t++) {
+		struct uroce_swqe *w = sqe(qp, t);
+
+		if (!(w->flags & SWQE_ASSIGNED))
+			return NULL;
+		if (is_rd_atomic(w->opcode) && !wqe_done(qp, w))
+			return w;
+	}
+	return NULL;
+}
+
+/* A READ done: the next one may have its first responses placed already. */
+static void rd_catch_up(struct uroce_qp *qp)
+{
+	struct uroce_swqe *w;
+
+	while (qp->rd_got && (w = rd_oldest(qp)) && w->opcode == IBV_WR_RDMA_READ &&
+	       sr_test(qp->rd_got, w->resp_next)) {
+		implied_ack(qp, w->resp_next); /* the SENDs and WRITEs before it are done */
+		rd_advance(qp, w);
+	}
+}
+
+/* Goes back to the first missing READ response (once per gap). */
+static void rd_gap_report(struct uroce_qp *qp, uint32_t missing)
+{
+	qp->ctx->cnt->implied_naks++;
+	qp->req.rd_gap_start = 0;
+	if (!qp->req.rewind && qp->req.gap_psn != missing) {
+		qp->req.gap_psn = missing;
+		window_loss(qp);
+		request_rewind(qp);
+	}
+}
+
 static void on_read_resp(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 {
-	uint32_t flags = wire_opcodes[p->opcode].flags, off;
-	struct uroce_swqe *w;
+	uint32_t flags = wire_opcodes[p->opcode].flags, off, idx;
+	struct uroce_swqe *w, *at;
 	int st;
 
 	if (flags & OPF_AETH && (p->syndrome & AETH_TYPE_MASK) != AETH_ACK) {
@@ -781,23 +881,29 @@ static void on_read_resp(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t
 		return;
 	}
 	w = implied_ack(qp, p->psn);
-	if (!w || w->opcode != IBV_WR_RDMA_READ || psn_diff(p->psn, w->first_psn) < 0 ||
-	    psn_diff(p->psn, last_psn(w)) > 0)
+	if (!w || w->opcode != IBV_WR_RDMA_READ || psn_diff(p->psn, w->first_psn) < 0)
 		return; /* stray or duplicate */
 	if (p->psn != w->resp_next) {
-		if (psn_diff(p->psn, w->resp_next) > 0) {
-			/* a gap: go back to the first missing response */
-			qp->ctx->cnt->implied_naks++;
-			if (!qp->req.rewind && qp->req.gap_psn != w->resp_next) {
-				qp->req.gap_psn = w->resp_next;
-				window_loss(qp);
-				request_rewind(qp);
-			}
-		} else {
+		if (psn_diff(p->psn, w->resp_next) < 0) {
 			qp->ctx->cnt->dup_responses++;
+			return;
 		}
+		/* a gap: place it if it is a READ's, and wait a little */
+		at = psn_diff(p->psn, last_psn(w)) <= 0 ? w : find_psn(qp, p->psn, &idx);
+		if (at && at->opcode == IBV_WR_RDMA_READ && rd_place_ahead(qp, at, p)) {
+			if (!qp->req.rd_gap_start) {
+				qp->req.rd_gap_start = now | 1;
+				qp->req.rd_gap_pkts = 0;
+			}
+			if (++qp->req.rd_gap_pkts < qp->gap_after &&
+			    now < qp->req.rd_gap_start + qp->gap_wait_ns)
+				return;
+		}
+		rd_gap_report(qp, w->resp_next);
 		return;
 	}
+	if (psn_diff(p->psn, last_psn(w)) > 0)
+		return; /* stray */
 	off = (uint32_t)psn_diff(p->psn, w->first_psn) * qp->pmtu;
 	if (off + p->paylen > w->length ||
 	    (p->psn != last_psn(w) && p->paylen != qp->pmtu) ||
@@ -810,11 +916,12 @@ static void on_read_resp(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t
 		fail_oldest(qp, (enum ibv_wc_status)st);
 		return;
 	}
+	if (qp->rd_got)
+		sr_clear(qp->rd_got, p->psn);
+	rd_took(qp, w, p->psn);
 	w->resp_next = psn_add(w->resp_next, 1);
-	qp->req.una = w->resp_next;
-	qp->req.gap_psn = PSN_MASK + 1;
-	if ((flags & OPF_LAST) && qp->req.rd_out)
-		qp->req.rd_out--;
+	rd_advance(qp, w);
+	rd_catch_up(qp);
 	progress_made(qp, now);
 }
 
@@ -887,6 +994,14 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 		qp->req.fast_deadline = 0;
 		qp->req.rec_deadline = 0;
 		return;
+	}
+	if (qp->req.rd_gap_start && now >= qp->req.rd_gap_start + qp->gap_wait_ns) {
+		struct uroce_swqe *w = rd_oldest(qp);
+
+		/* READ responses after a gap, and the gap did not fill */
+		qp->req.rd_gap_start = 0;
+		if (w && w->opcode == IBV_WR_RDMA_READ)
+			rd_gap_report(qp, w->resp_next);
 	}
 	if (qp->req.rec_deadline && now >= qp->req.rec_deadline) {
 		/* Selective repeat: the resent hole at una went unanswered for

@@ -13,7 +13,122 @@
 
 int uroce_resp_busy(const struct uroce_qp *qp)
 {
-	return qp->resp.rd_len || qp->resp.ack_now || qp->resp.unacked;
+	return qp->resp.rd_len || qp->resp.ack_now || qp->resp.unacked ||
+	       uroce_resp_deadline(qp);
+}
+
+/* ---- reordering (docs/design.md, "Reordering") ----
+ * Fabrics reorder (ECMP, spraying, adaptive routing). A packet after a gap
+ * at ePSN is kept, a copy in a ring by PSN, and executed when the gap
+ * fills, exactly as if it had arrived in order: the PSN, opcode sequence
+ * and every other check run then (9.7.4, C9-94). The gap is reported (the
+ * one sequence NAK per gap of C9-110, or a SACK in selective repeat) only
+ * once gap_after packets came after it or it is gap_wait_ns old, so that
+ * a packet merely overtaken costs no retransmission; a lost one costs at
+ * most the resend of what could not be kept. IBA leaves when the NAK goes
+ * to the responder; a late NAK reads, to any requester, as a NAK that
+ * travelled slowly. */
+#define OOO_SLOTS 64                 /* packets after a gap, per QP */
+#define OOO_BYTES_MAX (64u << 20)    /* in all QPs of the process */
+
+struct uroce_ooo_pkt {
+	struct wire_pkt p;           /* payload points at data */
+	uint8_t data[];
+};
+
+struct uroce_ooo {
+	uint32_t n;
+	struct uroce_ooo_pkt *slot[OOO_SLOTS]; /* by PSN % OOO_SLOTS */
+};
+
+static _Atomic size_t ooo_bytes;
+
+void uroce_gap_params(uint32_t *pkts, uint64_t *ns)
+{
+	const char *a = getenv("UROCE_GAP_PKTS"), *b = getenv("UROCE_GAP_US");
+	unsigned long v;
+
+	*pkts = OOO_SLOTS;
+	*ns = 200000;
+	if (a && *a) {
+		v = strtoul(a, NULL, 0);
+		*pkts = (uint32_t)MIN(v, (unsigned long)OOO_SLOTS);
+	}
+	if (b && *b) {
+		v = strtoul(b, NULL, 0);
+		*ns = (uint64_t)MIN(v, 1000000ul) * 1000;
+	}
+}
+
+static void ooo_put(struct uroce_ooo *o, uint32_t i)
+{
+	struct uroce_ooo_pkt *k = o->slot[i];
+
+	atomic_fetch_sub(&ooo_bytes, sizeof(*k) + k->p.paylen);
+	free(k);
+	o->slot[i] = NULL;
+	o->n--;
+}
+
+void uroce_resp_ooo_free(struct uroce_qp *qp)
+{
+	struct uroce_ooo *o = qp->ooo;
+
+	if (!o)
+		return;
+	for (uint32_t i = 0; i < OOO_SLOTS && o->n; i++)
+		if (o->slot[i])
+			ooo_put(o, i);
+	free(o);
+	qp->ooo = NULL;
+}
+
+/* Keeps a copy of a packet d PSNs after ePSN. 1 if kept (or already). */
+static int ooo_hold(struct uroce_qp *qp, const struct wire_pkt *p, int32_t d)
+{
+	struct uroce_ooo *o = qp->ooo;
+	struct uroce_ooo_pkt *k;
+	uint32_t i = p->psn % OOO_SLOTS;
+	size_t sz = sizeof(*k) + p->paylen;
+
+	if (d >= OOO_SLOTS || !qp->gap_after)
+		return 0;
+	if (!o && !(o = qp->ooo = calloc(1, sizeof(*o))))
+		return 0;
+	if (o->slot[i]) {
+		if (o->slot[i]->p.psn == p->psn) {
+			qp->ctx->cnt->dup_requests++;
+			return 1;
+		}
+		ooo_put(o, i); /* one of an older gap the requester went back over */
+	}
+	if (atomic_fetch_add(&ooo_bytes, sz) + sz > OOO_BYTES_MAX ||
+	    !(k = malloc(sz))) {
+		atomic_fetch_sub(&ooo_bytes, sz);
+		qp->ctx->cnt->ooo_full++;
+		return 0;
+	}
+	k->p = *p;
+	memcpy(k->data, p->payload, p->paylen);
+	k->p.payload = k->data;
+	o->slot[i] = k;
+	o->n++;
+	qp->ctx->cnt->ooo_held++;
+	return 1;
+}
+
+uint64_t uroce_resp_deadline(const struct uroce_qp *qp)
+{
+	if (!qp->resp.gap_start || qp->resp.nak_sent || qp->resp.gap_sacked)
+		return 0;
+	return qp->resp.gap_start + qp->gap_wait_ns;
+}
+
+/* Whether the gap at ePSN is to be reported now. */
+static int gap_due(const struct uroce_qp *qp, uint64_t now)
+{
+	return !qp->resp.gap_start || qp->resp.gap_pkts >= qp->gap_after ||
+	       now >= qp->resp.gap_start + qp->gap_wait_ns;
 }
 
 /* The PSN an ACK may cover: not beyond READ responses not yet sent, so that
@@ -55,9 +170,14 @@ static void send_aeth(struct uroce_engine *e, struct uroce_qp *qp, uint8_t syndr
 }
 
 static void sack_flush(struct uroce_engine *e, struct uroce_qp *qp);
+static void report_gap(struct uroce_engine *e, struct uroce_qp *qp);
 
 void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 {
+	uint64_t gap = uroce_resp_deadline(qp);
+
+	if (gap && now >= gap)
+		report_gap(e, qp); /* it did not fill in time */
 	if (qp->resp.sack_due)
 		sack_flush(e, qp);
 	if (!qp->resp.ack_now && !(qp->resp.unacked && now >= qp->resp.ack_deadline))
@@ -278,6 +398,7 @@ static void epsn_advance(struct uroce_qp *qp, uint32_t n)
 		uroce_sr_clear_range(qp->srx->placed, qp->resp.epsn, n);
 	qp->resp.epsn = psn_add(qp->resp.epsn, n);
 	qp->resp.gap_sacked = 0;
+	qp->resp.gap_start = 0;
 }
 
 /* The WRITE context holding psn, or NULL. */
@@ -374,6 +495,12 @@ static int sr_drain(struct uroce_engine *e, struct uroce_qp *qp)
 		qp->resp.ack_now = 1;
 		qp->resp.nak_sent = 0;
 		qp->resp.gap_sacked = 0;
+		qp->resp.gap_start = 0;
+		if (psn_diff(qp->resp.blk_hi, qp->resp.epsn) > 0) {
+			/* placed packets further on: a gap again */
+			qp->resp.gap_start = uroce_now_ns() | 1;
+			qp->resp.gap_pkts = (uint32_t)psn_diff(qp->resp.blk_hi, qp->resp.epsn);
+		}
 	}
 	return 0;
 }
@@ -389,6 +516,8 @@ static void sack_flush(struct uroce_engine *e, struct uroce_qp *qp)
 
 	if (!qp->resp.sack_due)
 		return;
+	if (!qp->resp.gap_sacked && !gap_due(qp, uroce_now_ns()))
+		return; /* maybe only overtaken: wait (reordering, above) */
 	qp->resp.sack_due = 0;
 	/* No SACK while READ responses are queued: naming ePSN would
 	 * acknowledge the READ before its responses (see ack_psn()). */
@@ -485,9 +614,12 @@ static int sr_ahead(struct uroce_engine *e, struct uroce_qp *qp, const struct wi
 		 * (once per gap). Anything else (SEND, READ, atomics,
 		 * immediates) cannot be placed ahead: once nothing was
 		 * reported for this gap, go back N. */
-		if (qp->resp.gap_sacked)
+		if (qp->resp.gap_sacked) {
+			ooo_hold(qp, p, d);
 			return 1;
+		}
 		if ((f & OPF_WRITE) && !(f & OPF_IMM)) {
+			ooo_hold(qp, p, d);
 			qp->resp.blk_lo = qp->resp.blk_hi = qp->resp.epsn;
 			qp->resp.sack_due = 1;
 			sack_flush(e, qp);
@@ -696,8 +828,22 @@ static int xrc_bind(struct uroce_qp *qp, const struct wire_pkt *p)
 	return 0;
 }
 
-void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
-		   uint64_t now)
+/* Reports the gap at ePSN: the SACK due, else one sequence NAK (C9-110). */
+static void report_gap(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	if (qp->resp.sack_due)
+		sack_flush(e, qp);
+	if (qp->resp.nak_sent || qp->resp.gap_sacked)
+		return;
+	send_aeth(e, qp, AETH_NAK | NAK_PSN_SEQ_ERR, qp->resp.epsn);
+	qp->resp.nak_sent = 1;
+	qp->ctx->cnt->seq_naks_sent++;
+	uroce_trace("gap_nak", "qpn=0x%x epsn=0x%x after=%u", qp->qpn, qp->resp.epsn,
+		    qp->resp.gap_pkts);
+}
+
+static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
+		     uint64_t now)
 {
 	uint32_t f = wire_opcodes[p->opcode].flags;
 	int32_t d;
@@ -727,20 +873,27 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		return;
 	}
 	if (d > 0) {
+		if (!qp->resp.gap_start) {
+			qp->resp.gap_start = now | 1;
+			qp->resp.gap_pkts = 0;
+		}
+		qp->resp.gap_pkts++;
 		if (qp->sr && sr_ahead(e, qp, p, d))
 			return;
-		/* Out of sequence: one NAK per gap (C9-110). */
-		if (!qp->resp.nak_sent) {
-			send_aeth(e, qp, AETH_NAK | NAK_PSN_SEQ_ERR, qp->resp.epsn);
-			qp->resp.nak_sent = 1;
-			qp->ctx->cnt->seq_naks_sent++;
-		}
+		/* Out of sequence: kept for when the gap fills, and the gap
+		 * reported once it is more than reordering (above). */
+		if (ooo_hold(qp, p, d) && !gap_due(qp, now))
+			return;
+		report_gap(e, qp);
 		return;
 	}
 	if (d < 0) {
 		duplicate(e, qp, p);
 		return;
 	}
+	if (qp->resp.gap_start && !qp->resp.nak_sent && !qp->resp.gap_sacked)
+		qp->ctx->cnt->gap_filled++; /* only overtaken: nothing resent */
+	qp->resp.gap_start = 0;
 	qp->resp.nak_sent = 0;
 
 	/* Opcode sequence (C9-94/95): middle and last packets continue a
@@ -940,6 +1093,47 @@ void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 	else if (!qp->resp.ack_deadline)
 		qp->resp.ack_deadline = now + ACK_DELAY_NS;
 	sr_drain(e, qp);
+}
+
+/* ePSN moved: executes the packets kept for it, in PSN order. */
+static void ooo_drain(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
+{
+	struct uroce_ooo *o = qp->ooo;
+
+	while (o->n) {
+		uint32_t i = qp->resp.epsn % OOO_SLOTS, before = qp->resp.epsn;
+		struct uroce_ooo_pkt *k = o->slot[i];
+
+		if (!k || k->p.psn != before)
+			break;
+		o->slot[i] = NULL;
+		o->n--;
+		resp_rx1(e, qp, &k->p, now);
+		atomic_fetch_sub(&ooo_bytes, sizeof(*k) + k->p.paylen);
+		free(k);
+		if (qp->ooo != o)
+			return; /* the QP failed meanwhile */
+		if (qp->resp.epsn == before)
+			break; /* not taken (RNR): it comes again */
+	}
+	for (uint32_t i = 0; i < OOO_SLOTS && o->n; i++)
+		if (o->slot[i] && psn_diff(o->slot[i]->p.psn, qp->resp.epsn) <= 0 &&
+		    qp->resp.epsn != o->slot[i]->p.psn)
+			ooo_put(o, i); /* ePSN passed it (a READ re-executed) */
+	if (o->n && !qp->resp.gap_start) {
+		qp->resp.gap_start = now | 1; /* the next gap */
+		qp->resp.gap_pkts = o->n;
+	}
+}
+
+void uroce_resp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
+		   uint64_t now)
+{
+	uint32_t before = qp->resp.epsn;
+
+	resp_rx1(e, qp, p, now);
+	if (qp->ooo && qp->ooo->n && qp->resp.epsn != before)
+		ooo_drain(e, qp, now);
 }
 
 void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)

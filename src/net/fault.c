@@ -68,7 +68,7 @@ static int nth_list(struct uroce_fault *f)
 int uroce_fault_init(struct uroce_fault *f)
 {
 	const char *dir = getenv("UROCE_FAULT_DIR");
-	uint64_t reorder, delay_us, seed;
+	uint64_t reorder, reorder_us, delay_us, seed;
 	int bad = 0;
 
 	memset(f, 0, sizeof(*f));
@@ -77,6 +77,7 @@ int uroce_fault_init(struct uroce_fault *f)
 	bad |= prob("UROCE_CORRUPT", &f->corrupt);
 	bad |= prob("UROCE_ECN_MARK", &f->ecn_mark);
 	bad |= count("UROCE_REORDER", &reorder, 256);
+	bad |= count("UROCE_REORDER_US", &reorder_us, 10000000);
 	bad |= count("UROCE_DELAY_US", &delay_us, 10000000);
 	bad |= count("UROCE_SEED", &seed, UINT64_MAX);
 	bad |= nth_list(f);
@@ -84,6 +85,7 @@ int uroce_fault_init(struct uroce_fault *f)
 		return -1;
 	f->reorder = (uint32_t)reorder;
 	f->delay_ns = delay_us * 1000;
+	f->reorder_ns = (getenv("UROCE_REORDER_US") && *getenv("UROCE_REORDER_US") ? reorder_us : 50) * 1000;
 	f->dir = FAULT_RX;
 	if (dir && !strcmp(dir, "tx"))
 		f->dir = FAULT_TX;

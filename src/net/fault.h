@@ -1,7 +1,10 @@
 /* Fault injection: a bad network on demand, without netem.
  *
  *   UROCE_LOSS=P  UROCE_DUP=P  UROCE_CORRUPT=P   probabilities (0.01 is 1%)
- *   UROCE_REORDER=N   hold a packet back behind up to N later ones
+ *   UROCE_REORDER=N   hold every packet back behind 1..N later ones (a
+ *                     permutation with displacement up to N), but never
+ *                     longer than UROCE_REORDER_US (default 50 us): the
+ *                     spread of paths in a fabric, not a stall
  *   UROCE_DELAY_US=N  hold every packet N microseconds
  *   UROCE_FAULT_DIR=rx|tx|both   where faults apply (default rx)
  *   UROCE_ECN_MARK=P  receive packets as if a switch had marked them CE
@@ -22,6 +25,7 @@ struct uroce_fault {
 	double loss, dup, corrupt;
 	double ecn_mark;         /* UROCE_ECN_MARK: mark packets CE on receive */
 	uint32_t reorder;        /* window, packets */
+	uint64_t reorder_ns;     /* longest hold for reordering */
 	uint64_t delay_ns;
 	uint64_t rng;            /* xorshift64* state */
 	uint64_t drop_nth[16];   /* UROCE_DROP_NTH, ascending */

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define UROCE_STAT_MAGIC 0x74617473656f7275ull /* "urocesta" */
-#define UROCE_STAT_VERSION 4
+#define UROCE_STAT_VERSION 5
 #define UROCE_STAT_DIR "/dev/shm"
 #define UROCE_STAT_PREFIX "uroce-"
 
@@ -62,7 +62,12 @@
 	X(drop_qkey, "packets dropped: Q_Key mismatch (UD)")                            \
 	X(drop_no_rwqe, "packets dropped: no receive WQE posted (UD, UC)")              \
 	X(uc_msgs_dropped, "UC messages dropped whole after a missing packet")          \
-	X(ud_len_errs, "UD datagrams longer than the receive WQE (completed in error)")
+	X(ud_len_errs, "UD datagrams longer than the receive WQE (completed in error)") \
+	X(ooo_held, "packets after a gap held until it filled (reordering)")          \
+	X(ooo_full, "packets after a gap dropped: no room to hold them")              \
+	X(gap_filled, "gaps at the expected PSN filled before they were reported")    \
+	X(rd_placed_ahead, "READ responses placed ahead of a gap")                    \
+	X(rx_sock_drops, "packets the kernel dropped: receive socket buffer full")
 
 struct uroce_counters {
 #define X(n, d) uint64_t n;

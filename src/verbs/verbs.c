@@ -1012,6 +1012,8 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	free(qp->sq_inline);
 	free(qp->srx);
 	free(qp->sr_sack);
+	free(qp->rd_got);
+	uroce_resp_ooo_free(qp);
 	free_qp_ex(qp);
 	free(qp);
 	return 0;
@@ -1308,6 +1310,7 @@ static void apply_fn(void *arg)
 			uroce_qp_cuda_prepare(qp, qp->ctx->cuctx);
 		/* selective repeat is a responder choice of RC (no ACKs on UC) */
 		qp->sr = qp->type == IBV_QPT_RC && uroce_retrans_sr();
+		uroce_gap_params(&qp->gap_after, &qp->gap_wait_ns);
 		ret = uroce_qp_connect(qp);
 		if (ret) {
 			c->ret = ret;
