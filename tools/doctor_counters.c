@@ -469,7 +469,8 @@ static void check_dups(struct cdoc *cd, struct doc_check *c)
 
 static void check_ecn(struct cdoc *cd, struct doc_check *c)
 {
-	static const int ks[] = { CI(ecn_marked), CI(cnp_sent), CI(cnp_handled), END };
+	static const int ks[] = { CI(ecn_marked), CI(cnp_sent), CI(cnp_handled), CI(cc_rate_cuts),
+				  END };
 	uint64_t n = 0;
 	char w[64];
 
@@ -478,13 +479,20 @@ static void check_ecn(struct cdoc *cd, struct doc_check *c)
 
 		if (!sum(p, ks))
 			continue;
-		ev(c, cd, p, NULL, CI(ecn_marked), CI(cnp_sent), CI(cnp_handled), END);
+		ev(c, cd, p, NULL, CI(ecn_marked), CI(ecn_queue_marked), CI(cnp_sent), CI(cnp_handled),
+		   CI(cc_rate_cuts), CI(cc_pace_waits), END);
 		if (tot(p, CI(ecn_marked)) || tot(p, CI(cnp_sent)))
 			doc_add(c, "%s: packets to this process crossed a congested queue (ECN CE); it "
 				   "told their senders with CNPs", p->tag);
-		if (tot(p, CI(cnp_handled)))
-			doc_add(c, "%s: cnp_handled: this process slowed down on CNPs from its peers "
-				   "(DCQCN reaction point)", p->tag);
+		if (tot(p, CI(ecn_queue_marked)))
+			doc_add(c, "%s: ecn_queue_marked: its own receive queue was over "
+				   "UROCE_ECN_QUEUE_KB, so it marked CE itself", p->tag);
+		if (tot(p, CI(cc_rate_cuts)))
+			doc_add(c, "%s: cc_rate_cuts: this process slowed down on CNPs from its peers "
+				   "(DCQCN reaction point; cc_pace_waits: its pacer held packets)", p->tag);
+		else if (tot(p, CI(cnp_handled)))
+			doc_add(c, "%s: cnp_handled without cc_rate_cuts: CNPs arrived but did not slow "
+				   "this process (UROCE_CC=none)", p->tag);
 		n += tot(p, CI(ecn_marked)) + tot(p, CI(cnp_handled));
 	}
 	if (!n) {

@@ -17,6 +17,7 @@
 #include <netinet/udp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -112,6 +113,14 @@ struct uroce_engine {
 	uint8_t rx_ctl[RX_BATCH][2 * CMSG_SPACE(sizeof(int))];
 	struct sockaddr_in rx_from[RX_BATCH];
 	int rx_ce;                   /* the packet being handled was CE-marked */
+	/* CE marking where the queue is (UROCE_ECN_QUEUE_KB=KMIN[,KMAX[,PMAX]]):
+	 * ECT packets are marked when the receive socket's backlog is over
+	 * KMIN, with a probability rising to PMAX at KMAX (RED-ECN as in the
+	 * DCQCN paper; KMAX = KMIN: a step). 0: off. */
+	uint64_t ecnq_min, ecnq_max; /* bytes */
+	double ecnq_pmax;
+	double rx_qmark;             /* mark probability for the batch being handled */
+	uint64_t ecnq_rng;
 	struct uroce_rx_meta rxm;    /* the datagram being handled */
 	uint8_t *rx_buf;
 
@@ -856,9 +865,10 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 	uroce_trace("pkt_rx", "qpn=0x%x op=%s psn=0x%x payload=%u bytes=%zu", qp->qpn,
 		    wire_opcode_name(p.opcode), p.psn, p.paylen, len);
 	if (unlikely(p.opcode == OP_CNP)) {
-		/* Reaction point: counted. uroce does not shape its rate yet
-		 * (no DCQCN), see docs/design.md. */
+		/* Reaction point (annex A17.9.2): DCQCN cuts the QP's rate
+		 * (req.c, cc.c; nothing with UROCE_CC=none). */
 		c->cnp_handled++;
+		uroce_req_cnp(qp, e->now);
 		return;
 	}
 	if (qp->type == IBV_QPT_UD) {
@@ -1139,6 +1149,67 @@ void uroce_eng_mcast_detach_all(struct uroce_engine *e, struct uroce_qp *qp)
 		uroce_eng_mcast_detach(e, qp, e->mcast[i].group);
 }
 
+/* Whether to mark the next packet CE, at the batch's probability. */
+static int queue_mark(struct uroce_engine *e)
+{
+	uint64_t x = e->ecnq_rng;
+
+	if (e->rx_qmark >= 1)
+		return 1;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	e->ecnq_rng = x;
+	return (double)((x * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-53 < e->rx_qmark;
+}
+
+/* The mark probability for what a receive socket holds now: 0 up to
+ * KMIN bytes of backlog, rising to PMAX at KMAX, 1 above (RED-ECN). */
+static void queue_probe(struct uroce_engine *e, int fd)
+{
+	int64_t q = e->be->rx_backlog ? e->be->rx_backlog(fd) : -1;
+
+	if (q < 0 || (uint64_t)q <= e->ecnq_min)
+		e->rx_qmark = 0;
+	else if ((uint64_t)q > e->ecnq_max)
+		e->rx_qmark = 1;
+	else
+		e->rx_qmark = e->ecnq_pmax * (double)((uint64_t)q - e->ecnq_min) /
+			      (double)(e->ecnq_max - e->ecnq_min);
+}
+
+/* UROCE_ECN_QUEUE_KB=KMIN[,KMAX[,PMAX]]: 0 or -1 with a message. */
+static int queue_mark_init(struct uroce_engine *e)
+{
+	const char *s = getenv("UROCE_ECN_QUEUE_KB");
+	double kmin, kmax, pmax = 1;
+	int n;
+	char extra;
+
+	if (!s || !*s)
+		return 0;
+	n = sscanf(s, "%lf,%lf,%lf%c", &kmin, &kmax, &pmax, &extra);
+	if (n == 1)
+		kmax = kmin;
+	if (n < 1 || n > 3 || !(kmin >= 0) || !(kmax >= kmin) || !(pmax > 0 && pmax <= 1) ||
+	    kmax > 1e9) {
+		uroce_err("UROCE_ECN_QUEUE_KB=%s: want KMIN[,KMAX[,PMAX]] (KiB, KMIN <= KMAX, "
+			  "0 < PMAX <= 1)", s);
+		return -1;
+	}
+	e->ecnq_min = (uint64_t)(kmin * 1024);
+	e->ecnq_max = (uint64_t)(kmax * 1024);
+	e->ecnq_pmax = pmax;
+	e->ecnq_rng = uroce_now_ns() * 0x9E3779B97F4A7C15ull | 1;
+	if (!e->ecnq_min)
+		e->ecnq_min = 1; /* "0": anything queued at all */
+	if (e->ecnq_max < e->ecnq_min)
+		e->ecnq_max = e->ecnq_min;
+	uroce_info("CE marking at a receive backlog over %.0f KiB (to %.0f KiB, p %g)", kmin, kmax,
+		   pmax);
+	return 0;
+}
+
 /* One RoCEv2 packet (UDP payload) from saddr:sport to daddr. */
 static void rx_dispatch(struct uroce_engine *e, int kind, uint32_t saddr, uint16_t sport,
 			uint32_t daddr, uint8_t *buf, uint32_t len)
@@ -1159,6 +1230,13 @@ static void rx_dispatch(struct uroce_engine *e, int kind, uint32_t saddr, uint16
 	e->rxm.sport = sport;
 	/* ECN field 11: congestion experienced */
 	e->rx_ce = (e->rxm.tos & 3) == 3;
+	if (unlikely(e->rx_qmark > 0) && (e->rxm.tos & 3) && !e->rx_ce && queue_mark(e)) {
+		/* our receive queue is the congested one: mark an ECT packet
+		 * CE as a switch would (RFC 3168), forwarded ones included */
+		e->rx_ce = 1;
+		e->rxm.tos |= 3;
+		e->ctx->cnt->ecn_queue_marked++;
+	}
 	if (kind == RXS_MCAST) {
 		mcast_deliver(e, dqpn, buf, len);
 		return;
@@ -1303,6 +1381,10 @@ static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 			}
 		}
 		n = recvmmsg(src->fd, e->rx_msg, RX_BATCH, MSG_DONTWAIT, NULL);
+		/* what is still queued behind this batch decides its CE marks */
+		e->rx_qmark = 0;
+		if (unlikely(e->ecnq_min) && n > 0 && src->kind != RXS_INBOX)
+			queue_probe(e, src->fd);
 		if (src->kind == RXS_INBOX && (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
 					       (n > 0 && e->rx_msg[0].msg_len == 0))) {
 			/* the other engine closed its end */
@@ -1425,6 +1507,10 @@ static void *engine_main(void *arg)
 		sigdelset(&all, SIGUSR2); /* UROCE_SEGV_BACKTRACE: where is it stuck? */
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	prctl(PR_SET_NAME, "uroce-engine", 0, 0, 0);
+	/* The DCQCN pacer sleeps until a packet's time: without this the
+	 * kernel may wake the thread up to 50 us late (timer slack). */
+	if (uroce_cc_config()->mode == UROCE_CC_DCQCN)
+		prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0);
 	uroce_trace_set_engine_thread();
 	e->now = last_work = uroce_now_ns();
 	while (!atomic_load(&e->stop)) {
@@ -1551,7 +1637,7 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 		uroce_net_gso = 0;
 	if ((s = getenv("UROCE_GRO")) && !strcmp(s, "0"))
 		uroce_net_gro = 0;
-	if (uroce_fault_init(&e->fault)) {
+	if (uroce_fault_init(&e->fault) || queue_mark_init(e)) {
 		free(e);
 		return EINVAL;
 	}

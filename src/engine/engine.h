@@ -45,6 +45,7 @@ struct uroce_engine;
 struct uroce_ctx;
 
 #include "counters.h"
+#include "cc.h"
 
 struct uroce_pd {
 	struct ibv_pd ibpd;
@@ -331,6 +332,7 @@ struct uroce_qp {
 		int sr_tried;            /* a timer resent selectively since progress */
 		uint64_t rec_deadline;   /* recovery: resend the holes again then, ns */
 		uint64_t una_sent_at;    /* when the PSN at una was last (re)sent or became una */
+		struct uroce_cc cc;      /* DCQCN reaction point and pacer (cc.h) */
 	} req;
 
 	struct {
@@ -579,6 +581,8 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 int uroce_req_gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t len,
 		     struct iovec *iov, int *niov);
 uint64_t uroce_req_next_deadline(const struct uroce_qp *qp);
+/* A CNP for the QP arrived (DCQCN reaction point, cc.h). */
+void uroce_req_cnp(struct uroce_qp *qp, uint64_t now);
 int uroce_req_busy(const struct uroce_qp *qp);
 
 /* ud.c: UD requester and receiver (engine thread). */
