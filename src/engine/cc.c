@@ -30,7 +30,7 @@ static void cfg_defaults(struct uroce_cc_cfg *c)
 	c->timer_ns = 55000;         /* the paper's T: 55 us */
 	c->bytes = 10ull << 20;      /* the paper's B: 10 MB */
 	c->f = 5;                    /* the paper's F */
-	c->burst = 32 << 10;
+	c->burst = 16 << 10;
 }
 
 /* A positive number from the environment, scaled; 0 when unset, -1 bad. */
@@ -116,6 +116,7 @@ void uroce_cc_init(struct uroce_cc *cc, const struct uroce_cc_cfg *c, uint64_t n
 	cc->rc = cc->rt = c->line_mbps;
 	cc->alpha = 1;               /* the paper starts at 1: the first cut halves */
 	cc->alpha_at = cc->inc_at = now;
+	cc->tx_next = now;
 }
 
 /* One rate increase event (timer or byte counter): fast recovery halves
@@ -133,7 +134,7 @@ static void increase(struct uroce_cc *cc, const struct uroce_cc_cfg *c, struct u
 	if (cc->rt > c->line_mbps)
 		cc->rt = c->line_mbps;
 	cc->rc = (cc->rt + cc->rc) / 2;
-	/* within a kilobit of the line: recovered, the pacer goes off */
+	/* within a kilobit of the line: recovered */
 	if (cc->rc > c->line_mbps - 0.001) {
 		cc->rc = cc->rt = c->line_mbps;
 		cc->limited = 0;
@@ -184,10 +185,7 @@ void uroce_cc_cnp(struct uroce_cc *cc, const struct uroce_cc_cfg *c, uint64_t no
 	cc->alpha_at = cc->inc_at = now;
 	cc->t_stage = cc->b_stage = 0;
 	cc->bc_bytes = 0;
-	if (!cc->limited) {
-		cc->limited = 1;
-		cc->tx_next = now;
-	}
+	cc->limited = 1;
 	st->cuts++;
 }
 
@@ -199,8 +197,6 @@ static inline uint64_t cost_ns(const struct uroce_cc *cc, uint64_t bytes)
 
 int uroce_cc_may_send(struct uroce_cc *cc, const struct uroce_cc_cfg *c, uint64_t now)
 {
-	if (!cc->limited)
-		return 1;
 	if (cc->tx_next <= now)
 		return 1;
 	cc->pace_until = cc->tx_next;
@@ -212,13 +208,15 @@ void uroce_cc_sent(struct uroce_cc *cc, const struct uroce_cc_cfg *c, uint64_t n
 {
 	uint64_t burst;
 
-	if (!cc->limited)
-		return;
 	cc->pace_until = 0;
 	/* A token bucket in virtual time: tx_next runs at the rate, and an
-	 * idle QP saves up at most the bucket (burst bytes), so a late
-	 * wake-up does not cost rate and a long pause buys no burst. */
-	burst = cost_ns(cc, c->burst);
+	 * idle QP saves up at most the bucket, so a late wake-up does not
+	 * cost rate and a long pause buys no burst. The bucket is
+	 * UROCE_CC_BURST_KB, or 50 us at the current rate if that is more:
+	 * the engine's sleeps are not finer than that, and at the default
+	 * line rate (100 Gb/s) the pacer must not split the 64-packet GSO
+	 * batches a loopback or veth path needs for its speed. */
+	burst = MAX(cost_ns(cc, c->burst), 50000ull);
 	if (cc->tx_next + burst < now)
 		cc->tx_next = now - burst;
 	cc->tx_next += cost_ns(cc, bytes);

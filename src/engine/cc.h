@@ -14,10 +14,13 @@
  *   UROCE_CC_TIMER_US=U        rate increase timer T (55)
  *   UROCE_CC_BYTES_KB=K        rate increase byte counter B (10240: 10 MB)
  *   UROCE_CC_F=F               fast recovery stages (5)
- *   UROCE_CC_BURST_KB=K        the pacer's bucket, bytes sent back to back (32)
+ *   UROCE_CC_BURST_KB=K        the pacer's bucket: bytes sent back to back (16,
+ *                              or 50 us at the current rate if more)
  *
- * While a QP's rate is the line rate (no CNP yet, or fully recovered) the
- * pacer is off: without congestion signals nothing changes. */
+ * Every RC, UC and XRC QP is paced at its rate, the line rate until a CNP
+ * comes: the line rate is a real ceiling, so a low UROCE_CC_RATE_GBPS
+ * emulates a slow link. At the default 100 Gb/s the pacer never holds a
+ * packet on this kind of machine. */
 #ifndef UROCE_CC_H
 #define UROCE_CC_H
 
@@ -40,7 +43,7 @@ struct uroce_cc_cfg {
 /* Reaction point state of one QP (engine thread). */
 struct uroce_cc {
 	uint8_t ready;               /* initialised from the configuration */
-	uint8_t limited;             /* rc below the line rate: pacer on */
+	uint8_t limited;             /* rc below the line rate: the increase timers run */
 	double rc, rt;               /* current and target rate, Mb/s */
 	double alpha;                /* congestion estimate, 0..1 */
 	uint64_t alpha_at;           /* last alpha update, ns */

@@ -98,11 +98,11 @@ void uroce_req_cnp(struct uroce_qp *qp, uint64_t now)
 		    qp->req.cc.rc, qp->req.cc.rt, qp->req.cc.alpha);
 }
 
-/* Whether the pacer lets the next packet leave now (always, with
- * UROCE_CC=none or at the line rate). */
+/* Whether the pacer lets the next packet leave now (always with
+ * UROCE_CC=none). */
 static inline int cc_may_send(struct uroce_qp *qp, uint64_t now)
 {
-	if (likely(!qp->req.cc.limited))
+	if (!qp->req.cc.ready)
 		return 1;
 	if (uroce_cc_may_send(&qp->req.cc, uroce_cc_config(), now))
 		return 1;
@@ -117,7 +117,7 @@ static inline void cc_sent(struct uroce_qp *qp, uint64_t now, uint32_t paylen)
 {
 	struct uroce_cc_stats st = { 0, 0 };
 
-	if (likely(!qp->req.cc.limited))
+	if (!qp->req.cc.ready)
 		return;
 	uroce_cc_sent(&qp->req.cc, uroce_cc_config(), now, paylen + 48, &st);
 	cc_count(qp, &st);
@@ -1132,6 +1132,8 @@ void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t no
 		return; /* SQD: nothing new starts (IBA 10.3.1); SQE: stopped */
 	retire(qp);
 	qp->req.cc.pace_until = 0; /* set again if the pacer holds a packet */
+	if (unlikely(!qp->req.cc.ready) && cc_cfg(qp))
+		uroce_cc_init(&qp->req.cc, cc_cfg(qp), now);
 	if (qp->req.cc.limited) {
 		struct uroce_cc_stats st = { 0, 0 };
 

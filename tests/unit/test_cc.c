@@ -194,39 +194,59 @@ T_CASE(recovers_to_line_rate)
 	T_ASSERT(uroce_cc_may_send(&cc, &c, 2000 * MS));
 }
 
-/* The pacer: at 1000 Mb/s a 1000-byte packet takes 8 us; after the
- * bucket (burst bytes) is spent, packets leave 8 us apart. */
+/* The pacer: at 100 Mb/s a 1000-byte packet takes 80 us. An idle QP has
+ * its bucket (here 4000 bytes, 320 us: more than the 50 us floor) and
+ * then sends one packet every 80 us. */
 T_CASE(pacer_spaces_packets)
 {
 	struct uroce_cc_cfg c = cfg();
 	struct uroce_cc cc;
 	struct uroce_cc_stats st = { 0, 0 };
-	uint64_t now = 100 * MS, first_wait = 0;
+	uint64_t now = 100 * MS;
 	int sent = 0;
 
 	c.burst = 4000;
 	uroce_cc_init(&cc, &c, 0);
 	uroce_cc_cnp(&cc, &c, now, &st);
-	cc.rc = 1000;
-	/* back to back while the bucket lasts (it starts empty: one packet) */
-	while (uroce_cc_may_send(&cc, &c, now)) {
-		uroce_cc_sent(&cc, &c, now, 1000, &st);
-		sent++;
-		T_ASSERT(sent < 100);
-	}
-	T_EQ_INT(sent, 1);
-	first_wait = cc.pace_until;
-	T_EQ_INT(first_wait, now + 8 * US);
-	/* a long pause saves up the bucket: 4000 bytes, then the rate */
-	now += 10 * MS;
-	sent = 0;
+	cc.rc = 100;
 	while (uroce_cc_may_send(&cc, &c, now)) {
 		uroce_cc_sent(&cc, &c, now, 1000, &st);
 		sent++;
 		T_ASSERT(sent < 100);
 	}
 	T_EQ_INT(sent, 5); /* 4000 bytes of bucket, the fifth at its end */
-	T_EQ_INT(cc.pace_until, now + 8 * US);
+	T_EQ_INT(cc.pace_until, now + 80 * US);
+	T_ASSERT(!uroce_cc_may_send(&cc, &c, now + 79 * US));
+	T_ASSERT(uroce_cc_may_send(&cc, &c, now + 80 * US));
+	uroce_cc_sent(&cc, &c, now + 80 * US, 1000, &st);
+	T_ASSERT(!uroce_cc_may_send(&cc, &c, now + 159 * US));
+	T_ASSERT(uroce_cc_may_send(&cc, &c, now + 160 * US));
+	/* a late wake-up keeps the rate: 200 us late, the bucket lets the
+	 * packets due meanwhile go at once */
+	sent = 0;
+	while (uroce_cc_may_send(&cc, &c, now + 360 * US)) {
+		uroce_cc_sent(&cc, &c, now + 360 * US, 1000, &st);
+		sent++;
+		T_ASSERT(sent < 100);
+	}
+	T_EQ_INT(sent, 3); /* due at 160, 240 and 320 us */
+}
+
+/* At the line rate the bucket is at least 50 us of it: 64 packets of
+ * 4 KiB (one GSO batch) leave together at 100 Gb/s. */
+T_CASE(pacer_lets_gso_batches_through_at_line_rate)
+{
+	struct uroce_cc_cfg c = cfg();
+	struct uroce_cc cc;
+	struct uroce_cc_stats st = { 0, 0 };
+	uint64_t now = 100 * MS;
+
+	c.line_mbps = 100000;
+	uroce_cc_init(&cc, &c, 0);
+	for (int i = 0; i < 64; i++) {
+		T_ASSERTF(uroce_cc_may_send(&cc, &c, now), "packet %d held", i);
+		uroce_cc_sent(&cc, &c, now, 4096 + 48, &st);
+	}
 }
 
 int main(int argc, char **argv)
