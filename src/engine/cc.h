@@ -11,10 +11,10 @@
  *   UROCE_CC_HAI_MBPS=M        hyper increase R_HAI (400)
  *   UROCE_CC_G=G               alpha gain g (1/256 = 0.00390625)
  *   UROCE_CC_ALPHA_US=U        alpha decays every U us without a CNP (55)
- *   UROCE_CC_TIMER_US=U        rate increase timer T (55)
+ *   UROCE_CC_TIMER_US=U        rate increase timer T (300)
  *   UROCE_CC_BYTES_KB=K        rate increase byte counter B (10240: 10 MB)
  *   UROCE_CC_F=F               fast recovery stages (5)
- *   UROCE_CC_BURST_KB=K        the pacer's bucket: bytes sent back to back (16,
+ *   UROCE_CC_BURST_KB=K        the pacer's bucket: bytes sent back to back (64,
  *                              or 50 us at the current rate if more)
  *
  * Every RC, UC and XRC QP is paced at its rate, the line rate until a CNP

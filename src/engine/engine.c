@@ -121,6 +121,17 @@ struct uroce_engine {
 	double ecnq_pmax;
 	double rx_qmark;             /* mark probability for the batch being handled */
 	uint64_t ecnq_rng;
+	/* UROCE_RX_RATE_GBPS: the engine reads its receive sockets at most
+	 * at this rate, a receive port of that speed whose switch buffer is
+	 * the socket's (UROCE_RCVBUF_KB): an incast bottleneck for make
+	 * bench-incast. A token bucket; a source that ran dry leaves the
+	 * epoll set until the bucket has refilled. */
+	double rxr_rate;             /* bytes per ns; 0: off */
+	int64_t rxr_tokens;          /* bytes, negative: debt */
+	uint64_t rxr_at;             /* last refill, ns */
+	uint64_t rxr_resume;         /* paused sources return then; 0: none paused */
+	struct uroce_rxsrc *rxr_paused[64];
+	int rxr_npaused;
 	struct uroce_rx_meta rxm;    /* the datagram being handled */
 	uint8_t *rx_buf;
 
@@ -287,6 +298,9 @@ static int watch(struct uroce_engine *e, struct uroce_rxsrc *src)
 
 static void close_src(struct uroce_engine *e, struct uroce_rxsrc *src)
 {
+	for (int i = 0; i < e->rxr_npaused; i++)
+		if (e->rxr_paused[i] == src)
+			e->rxr_paused[i--] = e->rxr_paused[--e->rxr_npaused];
 	if (src->fd < 0)
 		return;
 	epoll_ctl(e->epfd, EPOLL_CTL_DEL, src->fd, NULL);
@@ -785,9 +799,13 @@ static void send_cnp(struct uroce_engine *e, struct uroce_qp *qp)
 	struct iovec iov = { (void *)reserved, sizeof(reserved) };
 	struct uroce_txpkt tp;
 
-	if (qp->last_cnp && e->now - qp->last_cnp < 50000)
+	/* a fresh clock: e->now is the loop turn's, and a busy receiver's
+	 * turn (64 rounds of a GRO batch) outlasts 50 us many times over */
+	uint64_t now = uroce_now_ns();
+
+	if (qp->last_cnp && now - qp->last_cnp < 50000)
 		return;
-	qp->last_cnp = e->now;
+	qp->last_cnp = now;
 	memset(&tp, 0, sizeof(tp));
 	tp.h.opcode = OP_CNP;
 	tp.h.pkey = DEFAULT_PKEY;
@@ -1353,12 +1371,70 @@ static void accept_inboxes(struct uroce_engine *e)
 	}
 }
 
+#define RXR_BUCKET (256 << 10)
+
+/* UROCE_RX_RATE_GBPS: whether src may be read now; if not, it leaves the
+ * epoll set (level-triggered, it would wake the loop at once) until the
+ * bucket has refilled. */
+static int rx_rate_ok(struct uroce_engine *e, struct uroce_rxsrc *src)
+{
+	uint64_t now = uroce_now_ns();
+	struct epoll_event ev = { .events = 0, .data.ptr = src };
+
+	e->rxr_tokens += (int64_t)((double)(now - e->rxr_at) * e->rxr_rate);
+	e->rxr_at = now;
+	if (e->rxr_tokens > RXR_BUCKET)
+		e->rxr_tokens = RXR_BUCKET;
+	if (e->rxr_tokens >= 0)
+		return 1;
+	if (e->rxr_npaused < (int)ARRAY_SIZE(e->rxr_paused) &&
+	    !epoll_ctl(e->epfd, EPOLL_CTL_MOD, src->fd, &ev)) {
+		e->rxr_paused[e->rxr_npaused++] = src;
+		e->rxr_resume = now + (uint64_t)((double)-e->rxr_tokens / e->rxr_rate) + 1;
+	}
+	return 0;
+}
+
+/* Puts paused sources back once the bucket has refilled. */
+static void rx_rate_resume(struct uroce_engine *e)
+{
+	if (!e->rxr_resume || e->now < e->rxr_resume)
+		return;
+	for (int i = 0; i < e->rxr_npaused; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = e->rxr_paused[i] };
+
+		epoll_ctl(e->epfd, EPOLL_CTL_MOD, e->rxr_paused[i]->fd, &ev);
+	}
+	e->rxr_npaused = 0;
+	e->rxr_resume = 0;
+}
+
+static int rx_rate_init(struct uroce_engine *e)
+{
+	const char *s = getenv("UROCE_RX_RATE_GBPS");
+	char *end;
+	double g;
+
+	if (!s || !*s)
+		return 0;
+	g = strtod(s, &end);
+	if (*end || !(g > 0 && g <= 10000)) {
+		uroce_err("UROCE_RX_RATE_GBPS=%s: want a rate in Gb/s, above 0", s);
+		return -1;
+	}
+	e->rxr_rate = g / 8; /* Gb/s = bits per ns */
+	e->rxr_at = uroce_now_ns();
+	uroce_info("receiving at most %g Gb/s (UROCE_RX_RATE_GBPS)", g);
+	return 0;
+}
+
 static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 {
 	/* A flow socket holds one flow; a port socket or the mailbox may hold
 	 * every QP's packets, so it gets a larger share of each loop turn
 	 * (the turn also walks every active QP). */
 	int rounds = src->kind == RXS_FLOW ? 4 : 64;
+	int limit = e->rxr_rate > 0 && (src->kind == RXS_PORT || src->kind == RXS_FLOW);
 
 	if (src->kind == RXS_MAILBOX) {
 		accept_inboxes(e);
@@ -1380,7 +1456,13 @@ static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 				e->rx_msg[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
 			}
 		}
-		n = recvmmsg(src->fd, e->rx_msg, RX_BATCH, MSG_DONTWAIT, NULL);
+		if (unlikely(limit) && !rx_rate_ok(e, src))
+			break;
+		/* rate-limited: a few datagrams (GRO buffers) at a time */
+		n = recvmmsg(src->fd, e->rx_msg, limit ? 2 : RX_BATCH, MSG_DONTWAIT, NULL);
+		if (unlikely(limit))
+			for (int i = 0; i < n; i++)
+				e->rxr_tokens -= e->rx_msg[i].msg_len;
 		/* what is still queued behind this batch decides its CE marks */
 		e->rx_qmark = 0;
 		if (unlikely(e->ecnq_min) && n > 0 && src->kind != RXS_INBOX)
@@ -1430,7 +1512,7 @@ static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 		flush_touched(e);
 		if (e->ndirty)
 			flush_out(e);
-		if (n < RX_BATCH)
+		if (n < (limit ? 2 : RX_BATCH))
 			break;
 	}
 }
@@ -1483,6 +1565,8 @@ static uint64_t next_deadline(struct uroce_engine *e)
 	for (uint32_t i = 0; i < e->nheld; i++)
 		if (e->held[i].due < best)
 			best = e->held[i].due;
+	if (e->rxr_resume && e->rxr_resume < best)
+		best = e->rxr_resume;
 
 	for (struct uroce_qp *qp = e->active; qp; qp = qp->act_next) {
 		uint64_t d = uroce_req_next_deadline(qp);
@@ -1525,7 +1609,7 @@ static void *engine_main(void *arg)
 		work |= drain_doorbells(e);
 		ts.tv_sec = 0;
 		ts.tv_nsec = 0;
-		if (!work && !e->active && e->now - last_work > e->spin_ns) {
+		if (!work && !e->active && !e->rxr_resume && e->now - last_work > e->spin_ns) {
 			tsp = NULL; /* nothing at all to wait for */
 		} else if (!work && e->now - last_work > e->spin_ns) {
 			uint64_t d = next_deadline(e);
@@ -1562,6 +1646,8 @@ static void *engine_main(void *arg)
 		}
 		if (e->nheld)
 			release_held(e, 0);
+		if (unlikely(e->rxr_resume))
+			rx_rate_resume(e);
 		for (struct uroce_qp *qp = e->active, *next; qp; qp = next) {
 			uint64_t before = e->queued;
 			uint32_t tail = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
@@ -1637,7 +1723,7 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 		uroce_net_gso = 0;
 	if ((s = getenv("UROCE_GRO")) && !strcmp(s, "0"))
 		uroce_net_gro = 0;
-	if (uroce_fault_init(&e->fault) || queue_mark_init(e)) {
+	if (uroce_fault_init(&e->fault) || queue_mark_init(e) || rx_rate_init(e)) {
 		free(e);
 		return EINVAL;
 	}

@@ -122,7 +122,7 @@ T_CASE(dcqcn_slows_down_on_marks)
 	setenv("UROCE_CC", "dcqcn", 1);
 	line_rate();
 	setenv("UROCE_ECN_MARK", "0.5", 1);
-	g = xfer(8, IBV_MTU_1024);
+	g = xfer(4, IBV_MTU_1024);
 	log_counters("dcqcn, 50% marked", g);
 	T_GT_INT(K(cnp_handled), 0);
 	T_GT_INT(K(cc_rate_cuts), 0);
@@ -209,6 +209,19 @@ T_CASE(queue_marks_only_ect)
 	T_EQ_INT(K(ecn_queue_marked), 0);
 	T_EQ_INT(K(cnp_sent), 0);
 	T_EQ_INT(K(cc_rate_cuts), 0);
+}
+
+/* UROCE_RX_RATE_GBPS: the receiving engine reads at most that rate, a
+ * ceiling for what the sender gets (the incast benchmark's bottleneck). */
+T_CASE(rx_rate_caps_goodput)
+{
+	double g;
+
+	setenv("UROCE_CC", "none", 1);
+	setenv("UROCE_RX_RATE_GBPS", "1", 1);
+	g = xfer(32, IBV_MTU_4096);
+	log_counters("UROCE_RX_RATE_GBPS=1", g);
+	T_ASSERTF(g <= 1.15, "goodput %.3f Gb/s above the 1 Gb/s receive rate", g);
 }
 
 T_CASE(bad_queue_setting_fails_open)
