@@ -185,6 +185,13 @@ static void dev_open(struct dev *d, int cqe)
 		die("ibv_query_gid");
 }
 
+static void dev_close(struct dev *d)
+{
+	if (ibv_destroy_cq(d->cq) || ibv_destroy_comp_channel(d->ch) || ibv_dealloc_pd(d->pd) ||
+	    ibv_close_device(d->ctx))
+		die("closing the device");
+}
+
 static struct ibv_qp *qp_new(struct dev *d, int depth)
 {
 	struct ibv_qp_init_attr ia = {
@@ -322,6 +329,8 @@ static int run_recv(int n, size_t size, int depth)
 	for (int i = 0; i <= n; i++)
 		ibv_destroy_qp(qp[i]);
 	ibv_dereg_mr(mr);
+	dev_close(&d);
+	munmap(buf, len);
 	return 0;
 }
 
@@ -439,6 +448,9 @@ static int run_send(int idx, size_t size, int depth, double secs, double warm)
 	printf("}\n");
 	fflush(stdout);
 	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	dev_close(&d);
+	free(buf);
 	return err ? 1 : 0;
 }
 
@@ -502,6 +514,10 @@ static int run_probe(int idx, double secs, double warm)
 	printf("}\n");
 	fflush(stdout);
 	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	dev_close(&d);
+	free(buf);
+	free(lat);
 	return err ? 1 : 0;
 }
 
