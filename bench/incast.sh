@@ -211,7 +211,8 @@ for n in ns:
 md.append("")
 for tg in targets:
     a = tg["none"]; b = tg["dcqcn"]
-    fmt = (lambda v: "–" if v is None else (f"{v:.3f}" if v < 10 and v != int(v) else f"{v:.0f}"))
+    fair = "fairness" in tg["target"]
+    fmt = (lambda v: "–" if v is None else (f"{v:.3f}" if fair else f"{v:.0f}"))
     md.append(f"- {tg['status']}: {tg['target']}: none {fmt(a)}, dcqcn {fmt(b)}")
 open(os.path.join(out, "incast-latest.md"), "w").write("\n".join(md) + "\n")
 print("\n".join(md))
@@ -230,14 +231,15 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set grid ytics
-set key top left
+set key below horizontal
 set xlabel 'senders'
+set yrange [0:*]
 set title 'goodput (Gb/s)'
 plot '{fn}' using 2:xtic(1) lc rgb '#c0392b' title 'none', '' using 3 lc rgb '#2e86c1' title 'dcqcn'
 set title 'Jain fairness'
 set yrange [0:1.05]
 plot '{fn}' using 4:xtic(1) lc rgb '#c0392b' title 'none', '' using 5 lc rgb '#2e86c1' title 'dcqcn'
-set autoscale y
+set yrange [0:*]
 set title 'drops (receive buffer overflows)'
 plot '{fn}' using 6:xtic(1) lc rgb '#c0392b' title 'none', '' using 7 lc rgb '#2e86c1' title 'dcqcn'
 set title 'probe READ latency p99 (us)'
