@@ -16,8 +16,8 @@
 # drops (the receiver namespace's UDP RcvbufErrors), retransmitted packets
 # and local ACK timeouts of the senders, and the probe's READ latency.
 #
-#   bench/incast.sh                full: 2 repeats, 4 s a point (~2 min)
-#   BENCH_QUICK=1 bench/incast.sh  1 repeat, 3 s a point (~1 min)
+#   bench/incast.sh                full: 2 repeats, 4 s a point (about 1 min)
+#   BENCH_QUICK=1 bench/incast.sh  1 repeat, 3 s a point (about 25 s)
 #
 # Knobs: BENCH_REPEAT, BENCH_INCAST_S, BENCH_INCAST_N ("2 4 8"),
 # BENCH_INCAST_RX_GBPS (2), BENCH_INCAST_RCVBUF_KB (1024),
