@@ -5,6 +5,7 @@
 #   make test       every test (unit, verbs semantics, real Debian clients)
 #   make interop    uroce against the kernel's soft-RoCE (rdma_rxe) in a QEMU guest (root)
 #   make bench      benchmarks (JSON + Markdown table under build/bench/)
+#   make bench-incast  N senders into one receiver, with and without DCQCN (root)
 #   make bench-mpi  MPI_Allreduce and ping-pong: Open MPI on uroce vs on TCP (build/bench/mpi-latest.md)
 #   make bench-nccl NCCL over uroce vs NCCL's sockets on a GPU (build/bench/nccl-latest.md)
 #   make SANITIZER=address   (or undefined, address,undefined, thread)
@@ -66,7 +67,8 @@ VERBS_BINS := $(patsubst tests/verbs/%.c,$(BUILD)/tests/verbs/%,$(VERBS_SRCS))
 TLIB_SRCS  := $(sort $(wildcard tests/lib/*.c))
 
 .PHONY: fuzz bench-gpu bench-loss all deps test-deps demo test test-unit test-verbs test-clients bench clean lint check-abi
-all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(TOPO) $(UNIT_BINS) $(VERBS_BINS) $(BUILD)/bench/gpu_bw $(BUILD)/bench/loss_bw
+all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(TOPO) $(UNIT_BINS) $(VERBS_BINS) $(BUILD)/bench/gpu_bw $(BUILD)/bench/loss_bw \
+     $(BUILD)/bench/incast
 
 deps:
 	@scripts/deps.sh build
@@ -192,6 +194,14 @@ bench-loss: all
 	@scripts/deps.sh bench
 	@bench/loss.sh
 
+# Incast: 2, 4 and 8 senders into one receiver across a veth pair between
+# two network namespaces (root), with and without DCQCN: goodput, Jain
+# fairness, drops, retransmissions, probe latency (build/bench/incast-latest.md).
+.PHONY: bench-incast
+bench-incast: all
+	@scripts/deps.sh bench
+	@BUILD=$(BUILD) bench/incast.sh
+
 # MPI over uroce vs MPI over TCP, OSU style (bench/mpi/run.sh; root: two
 # network namespaces): Open MPI on UCX/uroce, on UCX's tcp and on its own
 # TCP BTL, side by side (build/bench/mpi-latest.md).
@@ -212,6 +222,11 @@ bench-gpu: $(BUILD)/bench/gpu_bw
 	UROCE_NETDEV=lo $(BUILD)/bench/gpu_bw
 
 $(BUILD)/bench/loss_bw: bench/loss_bw.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS_SAN) -o $@ $< -L$(BUILD)/lib -l:libibverbs.so.1 \
+	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,--enable-new-dtags
+
+$(BUILD)/bench/incast: bench/incast.c $(LIB) src/obs/counters.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS_SAN) -o $@ $< -L$(BUILD)/lib -l:libibverbs.so.1 \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,--enable-new-dtags

@@ -82,12 +82,63 @@ for ((r = 1; r <= REPEAT; r++)); do
 done
 [ "$PROG_TTY" = 1 ] && printf '\r\033[K'
 
+# Reordering (issue 16): 64 KiB ibv_rc_pingpong (SEND, both directions)
+# with UROCE_REORDER=0 and 8, and loss_bw (WRITE 1 MiB) under reorder 8,
+# go-back-N and selective repeat, interleaved. BENCH_REORDER=0 skips it.
+REORDER=${BENCH_REORDER_DEG:-8}
+PP_N=${BENCH_PP_ITERS:-300}
+# pp_run MODE DEG REP: appends {"tool":"pingpong",...,"us_iter"} to $REC
+pp_run() {
+	local mode=$1 deg=$2 rep=$3 dir port us=null ok=false
+	dir=$LOGDIR/pingpong.$mode.$deg.r$rep
+	mkdir -p "$dir"
+	port=$(bench_port) || port=""
+	local -a envs=(env UROCE_RETRANS="$mode" UROCE_REORDER="$deg" UROCE_SEED="$rep")
+	local -a args=(-g 0 -p "$port" -s 65536 -n "$PP_N" -c)
+	if [ -n "$port" ]; then
+		timeout -k 5 60 "${envs[@]}" "$BUILD/bin/uroce" run -- ibv_rc_pingpong "${args[@]}" >"$dir/server.log" 2>&1 &
+		sleep 0.3
+		timeout -k 5 60 "${envs[@]}" "$BUILD/bin/uroce" run -- ibv_rc_pingpong "${args[@]}" 127.0.0.1 >"$dir/client.log" 2>&1
+		wait
+		us=$(awk '/usec\/iter/ { v = $(NF-1) } END { print (v == "" ? "null" : v) }' "$dir/client.log")
+	fi
+	[ "$us" != null ] && ok=true || FAILED+=("pingpong.$mode.$deg.r$rep")
+	printf '{"tool":"pingpong","mode":"%s","reorder":%s,"rep":%s,"ok":%s,"us_iter":%s}\n' \
+		"$mode" "$deg" "$rep" "$ok" "$us" >>"$REC"
+}
+# bw_reorder MODE DEG REP: loss_bw (WRITE 1 MiB) under reordering
+bw_reorder() {
+	local mode=$1 deg=$2 rep=$3 dir gbps=null ok=false
+	dir=$LOGDIR/loss_bw-reorder.$mode.$deg.r$rep
+	mkdir -p "$dir"
+	if timeout -k 5 "$T_TIMEOUT" env UROCE_RETRANS="$mode" UROCE_REORDER="$deg" UROCE_SEED="$rep" \
+		"$LOSS_BW" -s 1048576 -t "$SECS" >"$dir/out.json" 2>"$dir/err.log"; then
+		gbps=$("$PY" -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(d["gbps"] if d.get("ok") and d.get("verified") else "null")' "$dir/out.json" 2>/dev/null || echo null)
+	fi
+	[ "$gbps" != null ] && ok=true || FAILED+=("loss_bw-reorder.$mode.$deg.r$rep")
+	printf '{"tool":"loss_bw-reorder","mode":"%s","reorder":%s,"rep":%s,"ok":%s,"gbps":%s}\n' \
+		"$mode" "$deg" "$rep" "$ok" "$gbps" >>"$REC"
+}
+if [ "${BENCH_REORDER:-1}" = 1 ] && command -v ibv_rc_pingpong >/dev/null; then
+	say "bench-loss: reordering (degree $REORDER): ibv_rc_pingpong 64 KiB x $PP_N and loss_bw, $REPEAT repeat(s)"
+	for ((r = 1; r <= REPEAT; r++)); do
+		for mode in gbn sr; do
+			for deg in 0 "$REORDER"; do
+				pp_run "$mode" "$deg" "$r"
+				bw_reorder "$mode" "$deg" "$r"
+			done
+		done
+	done
+fi
+
 BENCH_GNUPLOT=$(command -v gnuplot >/dev/null && echo 1 || echo 0) \
 "$PY" - "$REC" "$OUT" "$RUN_ID" "$(git -C "$TOP" rev-parse HEAD 2>/dev/null || echo unknown)" <<'PYEOF'
 import json, os, shutil, subprocess, sys
 from statistics import median
 rec, out, run_id, commit = sys.argv[1:5]
-rows = [json.loads(l) for l in open(rec) if l.strip()]
+allrows = [json.loads(l) for l in open(rec) if l.strip()]
+rows = [r for r in allrows if "loss" in r]
+rrows = [r for r in allrows if "reorder" in r]
 tools = [t for t in ("loss_bw", "ib_write_bw") if any(r["tool"] == t for r in rows)]
 losses = sorted({r["loss"] for r in rows})
 def med(tool, mode, loss):
@@ -108,7 +159,27 @@ for t in tools:
         ok = s["of_lossless"] is not None and s["of_lossless"] >= 0.8
         targets.append({"target": "selective repeat keeps >= 80% of lossless goodput at 1% loss", "tool": t,
                         "value": s["of_lossless"], "status": "PASS" if ok else "MISS"})
-res = {"run_id": run_id, "commit": commit, "size": 1048576, "path": "lo", "loadavg": open("/proc/loadavg").read().split()[:3],
+reorder = {}
+degs = sorted({r["reorder"] for r in rrows})
+for tool, key in (("pingpong", "us_iter"), ("loss_bw-reorder", "gbps")):
+    for m in ("gbn", "sr"):
+        for d in degs:
+            v = [r[key] for r in rrows if r["tool"] == tool and r["mode"] == m and r["reorder"] == d and r["ok"]]
+            reorder.setdefault(tool, {}).setdefault(m, {})[str(d)] = median(v) if v else None
+if rrows and len(degs) == 2:
+    d = str(degs[1])
+    for m, lim in (("gbn", 3.0), ("sr", 1.5)):
+        a, b = reorder["pingpong"][m].get("0"), reorder["pingpong"][m].get(d)
+        v = b / a if a and b else None
+        targets.append({"target": f"64 KiB ping-pong under reorder {d}: at most {lim:g}x fault-free ({m.upper()})",
+                        "tool": "ibv_rc_pingpong", "value": v, "ratio": True,
+                        "status": "PASS" if v is not None and v <= lim else "MISS"})
+    a, b = reorder["loss_bw-reorder"]["sr"].get("0"), reorder["loss_bw-reorder"]["sr"].get(d)
+    v = b / a if a and b else None
+    targets.append({"target": f"WRITE goodput under reorder {d}: at least 0.8x lossless (SR)",
+                    "tool": "loss_bw", "value": v, "ratio": True,
+                    "status": "PASS" if v is not None and v >= 0.8 else "MISS"})
+res = {"run_id": run_id, "reorder": reorder, "commit": commit, "size": 1048576, "path": "lo", "loadavg": open("/proc/loadavg").read().split()[:3],
        "summary": summary, "targets": targets, "runs": rows}
 for name in (f"loss-{run_id}.json", "loss-latest.json"):
     with open(os.path.join(out, name), "w") as f:
@@ -129,8 +200,20 @@ for l in losses:
             line += f" {f(s['gbps'])} | {f(s['of_lossless'], True)} |"
     md.append(line)
 md.append("")
+if rrows and len(degs) == 2:
+    d = str(degs[1])
+    md += ["", f"Reordering (UROCE_REORDER={d}; medians):", "",
+           "| mode | ping-pong 64 KiB, fault-free us/iter | reordered us/iter | ratio | loss_bw WRITE 1 MiB Gb/s | reordered Gb/s | ratio |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for m in ("gbn", "sr"):
+        pa, pb = reorder["pingpong"][m].get("0"), reorder["pingpong"][m].get(d)
+        ba, bb = reorder["loss_bw-reorder"][m].get("0"), reorder["loss_bw-reorder"][m].get(d)
+        md.append(f"| {m.upper()} | {f(pa)} | {f(pb)} | {f(pb / pa if pa and pb else None)}x |"
+                  f" {f(ba)} | {f(bb)} | {f(bb / ba if ba and bb else None)}x |")
+    md.append("")
 for tg in targets:
-    md.append(f"- {tg['status']}: {tg['target']} ({tg['tool']}): {f(tg['value'], True)}")
+    md.append(f"- {tg['status']}: {tg['target']} ({tg['tool']}): "
+              f"{f(tg['value']) + 'x' if tg.get('ratio') else f(tg['value'], True)}")
 open(os.path.join(out, "loss-latest.md"), "w").write("\n".join(md) + "\n")
 print("\n".join(md))
 if os.environ.get("BENCH_GNUPLOT") == "1" and shutil.which("gnuplot"):

@@ -381,6 +381,13 @@ static void check_drops(struct cdoc *cd, struct doc_check *c)
 				       "lost (IBA 9.8.3): UC does not resend" },
 		{ CI(ud_len_errs), "UD datagrams longer than the receive WQE (completed with "
 				   "IBV_WC_LOC_LEN_ERR): post 40 bytes of GRH + the largest message" },
+		{ CI(rx_sock_drops), "the kernel dropped datagrams for a full receive socket "
+				     "buffer: the engine fell behind (CPU, or a receiver slower than "
+				     "its senders); raise net.core.rmem_max / UROCE_RCVBUF_KB, or let "
+				     "congestion control (UROCE_CC=dcqcn, UROCE_ECN_QUEUE_KB) slow the "
+				     "senders" },
+		{ CI(ooo_full), "packets after a gap that could not be kept for reordering (64 "
+				"per QP, 64 MiB per process): resent by go-back-N" },
 	};
 	uint64_t all = 0, pkts = 0, txfull = 0;
 	int any_ks[16], m = 0;
@@ -469,7 +476,8 @@ static void check_dups(struct cdoc *cd, struct doc_check *c)
 
 static void check_ecn(struct cdoc *cd, struct doc_check *c)
 {
-	static const int ks[] = { CI(ecn_marked), CI(cnp_sent), CI(cnp_handled), END };
+	static const int ks[] = { CI(ecn_marked), CI(cnp_sent), CI(cnp_handled), CI(cc_rate_cuts),
+				  END };
 	uint64_t n = 0;
 	char w[64];
 
@@ -478,13 +486,20 @@ static void check_ecn(struct cdoc *cd, struct doc_check *c)
 
 		if (!sum(p, ks))
 			continue;
-		ev(c, cd, p, NULL, CI(ecn_marked), CI(cnp_sent), CI(cnp_handled), END);
+		ev(c, cd, p, NULL, CI(ecn_marked), CI(ecn_queue_marked), CI(cnp_sent), CI(cnp_handled),
+		   CI(cc_rate_cuts), CI(cc_pace_waits), END);
 		if (tot(p, CI(ecn_marked)) || tot(p, CI(cnp_sent)))
 			doc_add(c, "%s: packets to this process crossed a congested queue (ECN CE); it "
 				   "told their senders with CNPs", p->tag);
-		if (tot(p, CI(cnp_handled)))
-			doc_add(c, "%s: cnp_handled: this process slowed down on CNPs from its peers "
-				   "(DCQCN reaction point)", p->tag);
+		if (tot(p, CI(ecn_queue_marked)))
+			doc_add(c, "%s: ecn_queue_marked: its own receive queue was over "
+				   "UROCE_ECN_QUEUE_KB, so it marked CE itself", p->tag);
+		if (tot(p, CI(cc_rate_cuts)))
+			doc_add(c, "%s: cc_rate_cuts: this process slowed down on CNPs from its peers "
+				   "(DCQCN reaction point; cc_pace_waits: its pacer held packets)", p->tag);
+		else if (tot(p, CI(cnp_handled)))
+			doc_add(c, "%s: cnp_handled without cc_rate_cuts: CNPs arrived but did not slow "
+				   "this process (UROCE_CC=none)", p->tag);
 		n += tot(p, CI(ecn_marked)) + tot(p, CI(cnp_handled));
 	}
 	if (!n) {

@@ -17,6 +17,7 @@
 #include <netinet/udp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -109,9 +110,28 @@ struct uroce_engine {
 	/* rx */
 	struct mmsghdr rx_msg[RX_BATCH];
 	struct iovec rx_iov[RX_BATCH];
-	uint8_t rx_ctl[RX_BATCH][2 * CMSG_SPACE(sizeof(int))];
+	uint8_t rx_ctl[RX_BATCH][3 * CMSG_SPACE(sizeof(int))]; /* GRO, TOS, RXQ_OVFL */
 	struct sockaddr_in rx_from[RX_BATCH];
 	int rx_ce;                   /* the packet being handled was CE-marked */
+	/* CE marking where the queue is (UROCE_ECN_QUEUE_KB=KMIN[,KMAX[,PMAX]]):
+	 * ECT packets are marked when the receive socket's backlog is over
+	 * KMIN, with a probability rising to PMAX at KMAX (RED-ECN as in the
+	 * DCQCN paper; KMAX = KMIN: a step). 0: off. */
+	uint64_t ecnq_min, ecnq_max; /* bytes */
+	double ecnq_pmax;
+	double rx_qmark;             /* mark probability for the batch being handled */
+	uint64_t ecnq_rng;
+	/* UROCE_RX_RATE_GBPS: the engine reads its receive sockets at most
+	 * at this rate, a receive port of that speed whose switch buffer is
+	 * the socket's (UROCE_RCVBUF_KB): an incast bottleneck for make
+	 * bench-incast. A token bucket; a source that ran dry leaves the
+	 * epoll set until the bucket has refilled. */
+	double rxr_rate;             /* bytes per ns; 0: off */
+	int64_t rxr_tokens;          /* bytes, negative: debt */
+	uint64_t rxr_at;             /* last refill, ns */
+	uint64_t rxr_resume;         /* paused sources return then; 0: none paused */
+	struct uroce_rxsrc *rxr_paused[64];
+	int rxr_npaused;
 	struct uroce_rx_meta rxm;    /* the datagram being handled */
 	uint8_t *rx_buf;
 
@@ -278,6 +298,9 @@ static int watch(struct uroce_engine *e, struct uroce_rxsrc *src)
 
 static void close_src(struct uroce_engine *e, struct uroce_rxsrc *src)
 {
+	for (int i = 0; i < e->rxr_npaused; i++)
+		if (e->rxr_paused[i] == src)
+			e->rxr_paused[i--] = e->rxr_paused[--e->rxr_npaused];
 	if (src->fd < 0)
 		return;
 	epoll_ctl(e->epfd, EPOLL_CTL_DEL, src->fd, NULL);
@@ -353,6 +376,7 @@ static int flow_point(struct uroce_engine *e, struct uroce_qp *qp, uint16_t peer
 	if (fd < 0)
 		return -fd;
 	qp->flow.fd = fd;
+	qp->flow.drops = 0;
 	qp->flow.kind = RXS_FLOW;
 	qp->flow.ip4 = qp->src_ip4;
 	err = watch(e, &qp->flow);
@@ -776,9 +800,13 @@ static void send_cnp(struct uroce_engine *e, struct uroce_qp *qp)
 	struct iovec iov = { (void *)reserved, sizeof(reserved) };
 	struct uroce_txpkt tp;
 
-	if (qp->last_cnp && e->now - qp->last_cnp < 50000)
+	/* a fresh clock: e->now is the loop turn's, and a busy receiver's
+	 * turn (64 rounds of a GRO batch) outlasts 50 us many times over */
+	uint64_t now = uroce_now_ns();
+
+	if (qp->last_cnp && now - qp->last_cnp < 50000)
 		return;
-	qp->last_cnp = e->now;
+	qp->last_cnp = now;
 	memset(&tp, 0, sizeof(tp));
 	tp.h.opcode = OP_CNP;
 	tp.h.pkey = DEFAULT_PKEY;
@@ -856,9 +884,10 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 	uroce_trace("pkt_rx", "qpn=0x%x op=%s psn=0x%x payload=%u bytes=%zu", qp->qpn,
 		    wire_opcode_name(p.opcode), p.psn, p.paylen, len);
 	if (unlikely(p.opcode == OP_CNP)) {
-		/* Reaction point: counted. uroce does not shape its rate yet
-		 * (no DCQCN), see docs/design.md. */
+		/* Reaction point (annex A17.9.2): DCQCN cuts the QP's rate
+		 * (req.c, cc.c; nothing with UROCE_CC=none). */
 		c->cnp_handled++;
+		uroce_req_cnp(qp, e->now);
 		return;
 	}
 	if (qp->type == IBV_QPT_UD) {
@@ -1139,6 +1168,67 @@ void uroce_eng_mcast_detach_all(struct uroce_engine *e, struct uroce_qp *qp)
 		uroce_eng_mcast_detach(e, qp, e->mcast[i].group);
 }
 
+/* Whether to mark the next packet CE, at the batch's probability. */
+static int queue_mark(struct uroce_engine *e)
+{
+	uint64_t x = e->ecnq_rng;
+
+	if (e->rx_qmark >= 1)
+		return 1;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	e->ecnq_rng = x;
+	return (double)((x * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-53 < e->rx_qmark;
+}
+
+/* The mark probability for what a receive socket holds now: 0 up to
+ * KMIN bytes of backlog, rising to PMAX at KMAX, 1 above (RED-ECN). */
+static void queue_probe(struct uroce_engine *e, int fd)
+{
+	int64_t q = e->be->rx_backlog ? e->be->rx_backlog(fd) : -1;
+
+	if (q < 0 || (uint64_t)q <= e->ecnq_min)
+		e->rx_qmark = 0;
+	else if ((uint64_t)q > e->ecnq_max)
+		e->rx_qmark = 1;
+	else
+		e->rx_qmark = e->ecnq_pmax * (double)((uint64_t)q - e->ecnq_min) /
+			      (double)(e->ecnq_max - e->ecnq_min);
+}
+
+/* UROCE_ECN_QUEUE_KB=KMIN[,KMAX[,PMAX]]: 0 or -1 with a message. */
+static int queue_mark_init(struct uroce_engine *e)
+{
+	const char *s = getenv("UROCE_ECN_QUEUE_KB");
+	double kmin, kmax, pmax = 1;
+	int n;
+	char extra;
+
+	if (!s || !*s)
+		return 0;
+	n = sscanf(s, "%lf,%lf,%lf%c", &kmin, &kmax, &pmax, &extra);
+	if (n == 1)
+		kmax = kmin;
+	if (n < 1 || n > 3 || !(kmin >= 0) || !(kmax >= kmin) || !(pmax > 0 && pmax <= 1) ||
+	    kmax > 1e9) {
+		uroce_err("UROCE_ECN_QUEUE_KB=%s: want KMIN[,KMAX[,PMAX]] (KiB, KMIN <= KMAX, "
+			  "0 < PMAX <= 1)", s);
+		return -1;
+	}
+	e->ecnq_min = (uint64_t)(kmin * 1024);
+	e->ecnq_max = (uint64_t)(kmax * 1024);
+	e->ecnq_pmax = pmax;
+	e->ecnq_rng = uroce_now_ns() * 0x9E3779B97F4A7C15ull | 1;
+	if (!e->ecnq_min)
+		e->ecnq_min = 1; /* "0": anything queued at all */
+	if (e->ecnq_max < e->ecnq_min)
+		e->ecnq_max = e->ecnq_min;
+	uroce_info("CE marking at a receive backlog over %.0f KiB (to %.0f KiB, p %g)", kmin, kmax,
+		   pmax);
+	return 0;
+}
+
 /* One RoCEv2 packet (UDP payload) from saddr:sport to daddr. */
 static void rx_dispatch(struct uroce_engine *e, int kind, uint32_t saddr, uint16_t sport,
 			uint32_t daddr, uint8_t *buf, uint32_t len)
@@ -1159,6 +1249,13 @@ static void rx_dispatch(struct uroce_engine *e, int kind, uint32_t saddr, uint16
 	e->rxm.sport = sport;
 	/* ECN field 11: congestion experienced */
 	e->rx_ce = (e->rxm.tos & 3) == 3;
+	if (unlikely(e->rx_qmark > 0) && (e->rxm.tos & 3) && !e->rx_ce && queue_mark(e)) {
+		/* our receive queue is the congested one: mark an ECT packet
+		 * CE as a switch would (RFC 3168), forwarded ones included */
+		e->rx_ce = 1;
+		e->rxm.tos |= 3;
+		e->ctx->cnt->ecn_queue_marked++;
+	}
 	if (kind == RXS_MCAST) {
 		mcast_deliver(e, dqpn, buf, len);
 		return;
@@ -1275,12 +1372,70 @@ static void accept_inboxes(struct uroce_engine *e)
 	}
 }
 
+#define RXR_BUCKET (256 << 10)
+
+/* UROCE_RX_RATE_GBPS: whether src may be read now; if not, it leaves the
+ * epoll set (level-triggered, it would wake the loop at once) until the
+ * bucket has refilled. */
+static int rx_rate_ok(struct uroce_engine *e, struct uroce_rxsrc *src)
+{
+	uint64_t now = uroce_now_ns();
+	struct epoll_event ev = { .events = 0, .data.ptr = src };
+
+	e->rxr_tokens += (int64_t)((double)(now - e->rxr_at) * e->rxr_rate);
+	e->rxr_at = now;
+	if (e->rxr_tokens > RXR_BUCKET)
+		e->rxr_tokens = RXR_BUCKET;
+	if (e->rxr_tokens >= 0)
+		return 1;
+	if (e->rxr_npaused < (int)ARRAY_SIZE(e->rxr_paused) &&
+	    !epoll_ctl(e->epfd, EPOLL_CTL_MOD, src->fd, &ev)) {
+		e->rxr_paused[e->rxr_npaused++] = src;
+		e->rxr_resume = now + (uint64_t)((double)-e->rxr_tokens / e->rxr_rate) + 1;
+	}
+	return 0;
+}
+
+/* Puts paused sources back once the bucket has refilled. */
+static void rx_rate_resume(struct uroce_engine *e)
+{
+	if (!e->rxr_resume || e->now < e->rxr_resume)
+		return;
+	for (int i = 0; i < e->rxr_npaused; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = e->rxr_paused[i] };
+
+		epoll_ctl(e->epfd, EPOLL_CTL_MOD, e->rxr_paused[i]->fd, &ev);
+	}
+	e->rxr_npaused = 0;
+	e->rxr_resume = 0;
+}
+
+static int rx_rate_init(struct uroce_engine *e)
+{
+	const char *s = getenv("UROCE_RX_RATE_GBPS");
+	char *end;
+	double g;
+
+	if (!s || !*s)
+		return 0;
+	g = strtod(s, &end);
+	if (*end || !(g > 0 && g <= 10000)) {
+		uroce_err("UROCE_RX_RATE_GBPS=%s: want a rate in Gb/s, above 0", s);
+		return -1;
+	}
+	e->rxr_rate = g / 8; /* Gb/s = bits per ns */
+	e->rxr_at = uroce_now_ns();
+	uroce_info("receiving at most %g Gb/s (UROCE_RX_RATE_GBPS)", g);
+	return 0;
+}
+
 static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 {
 	/* A flow socket holds one flow; a port socket or the mailbox may hold
 	 * every QP's packets, so it gets a larger share of each loop turn
 	 * (the turn also walks every active QP). */
 	int rounds = src->kind == RXS_FLOW ? 4 : 64;
+	int limit = e->rxr_rate > 0 && (src->kind == RXS_PORT || src->kind == RXS_FLOW);
 
 	if (src->kind == RXS_MAILBOX) {
 		accept_inboxes(e);
@@ -1302,7 +1457,17 @@ static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 				e->rx_msg[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
 			}
 		}
-		n = recvmmsg(src->fd, e->rx_msg, RX_BATCH, MSG_DONTWAIT, NULL);
+		if (unlikely(limit) && !rx_rate_ok(e, src))
+			break;
+		/* rate-limited: a few datagrams (GRO buffers) at a time */
+		n = recvmmsg(src->fd, e->rx_msg, limit ? 2 : RX_BATCH, MSG_DONTWAIT, NULL);
+		if (unlikely(limit))
+			for (int i = 0; i < n; i++)
+				e->rxr_tokens -= e->rx_msg[i].msg_len;
+		/* what is still queued behind this batch decides its CE marks */
+		e->rx_qmark = 0;
+		if (unlikely(e->ecnq_min) && n > 0 && src->kind != RXS_INBOX)
+			queue_probe(e, src->fd);
 		if (src->kind == RXS_INBOX && (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
 					       (n > 0 && e->rx_msg[0].msg_len == 0))) {
 			/* the other engine closed its end */
@@ -1337,6 +1502,13 @@ static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 						seg = (uint32_t)gs;
 				} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
 					e->rxm.tos = *(uint8_t *)CMSG_DATA(c);
+				} else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+					uint32_t d;
+
+					/* socket(7): datagrams this socket dropped so far */
+					memcpy(&d, CMSG_DATA(c), sizeof(d));
+					e->ctx->cnt->rx_sock_drops += d - src->drops;
+					src->drops = d;
 				}
 			}
 			/* A GRO buffer holds datagrams of seg bytes, the last
@@ -1348,7 +1520,7 @@ static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 		flush_touched(e);
 		if (e->ndirty)
 			flush_out(e);
-		if (n < RX_BATCH)
+		if (n < (limit ? 2 : RX_BATCH))
 			break;
 	}
 }
@@ -1401,6 +1573,8 @@ static uint64_t next_deadline(struct uroce_engine *e)
 	for (uint32_t i = 0; i < e->nheld; i++)
 		if (e->held[i].due < best)
 			best = e->held[i].due;
+	if (e->rxr_resume && e->rxr_resume < best)
+		best = e->rxr_resume;
 
 	for (struct uroce_qp *qp = e->active; qp; qp = qp->act_next) {
 		uint64_t d = uroce_req_next_deadline(qp);
@@ -1428,6 +1602,10 @@ static void *engine_main(void *arg)
 		sigdelset(&all, SIGUSR2); /* UROCE_SEGV_BACKTRACE: where is it stuck? */
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	prctl(PR_SET_NAME, "uroce-engine", 0, 0, 0);
+	/* The DCQCN pacer sleeps until a packet's time: without this the
+	 * kernel may wake the thread up to 50 us late (timer slack). */
+	if (uroce_cc_config()->mode == UROCE_CC_DCQCN)
+		prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0);
 	uroce_trace_set_engine_thread();
 	e->now = last_work = uroce_now_ns();
 	while (!atomic_load(&e->stop)) {
@@ -1442,7 +1620,8 @@ static void *engine_main(void *arg)
 		work |= drain_doorbells(e);
 		ts.tv_sec = 0;
 		ts.tv_nsec = 0;
-		if (!work && !e->active && !e->nheld && e->now - last_work > e->spin_ns) {
+		if (!work && !e->active && !e->nheld && !e->rxr_resume &&
+		    e->now - last_work > e->spin_ns) {
 			tsp = NULL; /* nothing at all to wait for */
 		} else if (!work && e->now - last_work > e->spin_ns) {
 			uint64_t d = next_deadline(e);
@@ -1479,6 +1658,8 @@ static void *engine_main(void *arg)
 		}
 		if (e->nheld)
 			release_held(e, 0);
+		if (unlikely(e->rxr_resume))
+			rx_rate_resume(e);
 		for (struct uroce_qp *qp = e->active, *next; qp; qp = next) {
 			uint64_t before = e->queued;
 			uint32_t tail = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
@@ -1554,7 +1735,7 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 		uroce_net_gso = 0;
 	if ((s = getenv("UROCE_GRO")) && !strcmp(s, "0"))
 		uroce_net_gro = 0;
-	if (uroce_fault_init(&e->fault)) {
+	if (uroce_fault_init(&e->fault) || queue_mark_init(e) || rx_rate_init(e)) {
 		free(e);
 		return EINVAL;
 	}

@@ -45,6 +45,7 @@ struct uroce_engine;
 struct uroce_ctx;
 
 #include "counters.h"
+#include "cc.h"
 
 struct uroce_pd {
 	struct ibv_pd ibpd;
@@ -190,6 +191,7 @@ struct uroce_rxsrc {
 	int fd;
 	int kind;                    /* RXS_*; INBOX: a connection to the mailbox */
 	uint32_t ip4;                /* local address (port and flow sockets) */
+	uint32_t drops;              /* SO_RXQ_OVFL: the kernel's drop count so far */
 	struct uroce_rxsrc *next, *prev; /* the engine's inboxes */
 };
 
@@ -341,6 +343,7 @@ struct uroce_qp {
 		/* a gap in READ responses: since when (0: none), responses after it */
 		uint64_t rd_gap_start;
 		uint32_t rd_gap_pkts;
+		struct uroce_cc cc;      /* DCQCN reaction point and pacer (cc.h) */
 	} req;
 
 	struct {
@@ -592,6 +595,8 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 int uroce_req_gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t len,
 		     struct iovec *iov, int *niov);
 uint64_t uroce_req_next_deadline(const struct uroce_qp *qp);
+/* A CNP for the QP arrived (DCQCN reaction point, cc.h). */
+void uroce_req_cnp(struct uroce_qp *qp, uint64_t now);
 int uroce_req_busy(const struct uroce_qp *qp);
 
 /* ud.c: UD requester and receiver (engine thread). */

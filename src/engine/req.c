@@ -63,7 +63,66 @@ uint64_t uroce_req_next_deadline(const struct uroce_qp *qp)
 		d = qp->req.rec_deadline;
 	if (qp->req.rd_gap_start && qp->req.rd_gap_start + qp->gap_wait_ns < d)
 		d = qp->req.rd_gap_start + qp->gap_wait_ns;
+	if (qp->req.cc.pace_until && qp->req.cc.pace_until < d)
+		d = qp->req.cc.pace_until;
 	return d;
+}
+
+/* ---- congestion control (cc.c) ---- */
+
+/* The DCQCN configuration, NULL with UROCE_CC=none (UD has no flow to
+ * notify, so no CNPs and no rate either). */
+static inline const struct uroce_cc_cfg *cc_cfg(const struct uroce_qp *qp)
+{
+	const struct uroce_cc_cfg *c = uroce_cc_config();
+
+	return c->mode == UROCE_CC_DCQCN && qp->type != IBV_QPT_UD ? c : NULL;
+}
+
+static void cc_count(struct uroce_qp *qp, const struct uroce_cc_stats *st)
+{
+	qp->ctx->cnt->cc_rate_cuts += st->cuts;
+	qp->ctx->cnt->cc_rate_incs += st->incs;
+}
+
+void uroce_req_cnp(struct uroce_qp *qp, uint64_t now)
+{
+	const struct uroce_cc_cfg *c = cc_cfg(qp);
+	struct uroce_cc_stats st = { 0, 0 };
+
+	if (!c)
+		return;
+	if (!qp->req.cc.ready)
+		uroce_cc_init(&qp->req.cc, c, now);
+	uroce_cc_cnp(&qp->req.cc, c, now, &st);
+	cc_count(qp, &st);
+	uroce_trace("cc_cut", "qpn=0x%x rate_mbps=%.0f target_mbps=%.0f alpha=%.4f", qp->qpn,
+		    qp->req.cc.rc, qp->req.cc.rt, qp->req.cc.alpha);
+}
+
+/* Whether the pacer lets the next packet leave now (always with
+ * UROCE_CC=none). */
+static inline int cc_may_send(struct uroce_qp *qp, uint64_t now)
+{
+	if (!qp->req.cc.ready)
+		return 1;
+	if (uroce_cc_may_send(&qp->req.cc, uroce_cc_config(), now))
+		return 1;
+	qp->ctx->cnt->cc_pace_waits++;
+	return 0;
+}
+
+/* A packet of the requester left: what it costs the pacer. The headers
+ * (IPv4 20, UDP 8, BTH 12, ICRC 4, a RETH now and then) count as 48
+ * bytes. */
+static inline void cc_sent(struct uroce_qp *qp, uint64_t now, uint32_t paylen)
+{
+	struct uroce_cc_stats st = { 0, 0 };
+
+	if (!qp->req.cc.ready)
+		return;
+	uroce_cc_sent(&qp->req.cc, uroce_cc_config(), now, paylen + 48, &st);
+	cc_count(qp, &st);
 }
 
 /* Gathers [off, off+len) of a WQE's local data into iovecs: host memory in
@@ -625,7 +684,7 @@ static void sr_resend(struct uroce_engine *e, struct uroce_qp *qp, int *budget)
 	if (psn_diff(qp->req.rtx_next, qp->req.una) < 0)
 		qp->req.rtx_next = qp->req.una;
 	while (*budget > 0 && psn_diff(qp->req.rtx_next, qp->req.rtx_lim) < 0 &&
-	       psn_diff(qp->req.rtx_next, qp->req.psn) < 0) {
+	       psn_diff(qp->req.rtx_next, qp->req.psn) < 0 && cc_may_send(qp, uroce_eng_now(e))) {
 		uint32_t psn = qp->req.rtx_next, idx;
 		struct iovec iov[UROCE_MAX_SGE];
 		struct uroce_txpkt tp;
@@ -651,6 +710,7 @@ static void sr_resend(struct uroce_engine *e, struct uroce_qp *qp, int *budget)
 		tp.h.ackreq = psn == last_psn(w);
 		uroce_trace("rtx", "qpn=0x%x psn=0x%x selective=1", qp->qpn, psn);
 		uroce_eng_send(e, qp, &tp);
+		cc_sent(qp, uroce_eng_now(e), tp.paylen);
 		qp->ctx->cnt->retrans_pkts++;
 		qp->ctx->cnt->sr_retrans_pkts++;
 		if (psn == qp->req.una) {
@@ -1092,7 +1152,8 @@ static void send_wqe_packets(struct uroce_engine *e, struct uroce_qp *qp, struct
 			     int *budget)
 {
 	while (*budget > 0 && qp->req.cur_pkt < w->npkts &&
-	       psn_diff(qp->req.psn, qp->req.una) < (int32_t)qp->req.window) {
+	       psn_diff(qp->req.psn, qp->req.una) < (int32_t)qp->req.window &&
+	       cc_may_send(qp, uroce_eng_now(e))) {
 		uint32_t k = qp->req.cur_pkt;
 		struct iovec iov[UROCE_MAX_SGE];
 		struct uroce_txpkt tp;
@@ -1113,6 +1174,7 @@ static void send_wqe_packets(struct uroce_engine *e, struct uroce_qp *qp, struct
 			qp->req.rtt_psn = qp->req.psn;
 		}
 		uroce_eng_send(e, qp, &tp);
+		cc_sent(qp, uroce_eng_now(e), tp.paylen);
 		if (qp->req.psn == qp->req.una)
 			qp->req.una_sent_at = uroce_eng_now(e);
 		qp->req.psn = psn_add(qp->req.psn, 1);
@@ -1184,6 +1246,15 @@ void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t no
 	if (qp->eng_state != IBV_QPS_RTS)
 		return; /* SQD: nothing new starts (IBA 10.3.1); SQE: stopped */
 	retire(qp);
+	qp->req.cc.pace_until = 0; /* set again if the pacer holds a packet */
+	if (unlikely(!qp->req.cc.ready) && cc_cfg(qp))
+		uroce_cc_init(&qp->req.cc, cc_cfg(qp), now);
+	if (qp->req.cc.limited) {
+		struct uroce_cc_stats st = { 0, 0 };
+
+		uroce_cc_advance(&qp->req.cc, uroce_cc_config(), now, &st);
+		cc_count(qp, &st);
+	}
 	if (qp->req.rnr_until)
 		return;
 	if (qp->req.rewind)

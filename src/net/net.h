@@ -100,6 +100,9 @@ struct uroce_backend {
 	/* Makes a send socket send to groups through the interface of
 	 * if_ip4 (looping them back to this host's members): 0 or -errno. */
 	int (*tx_mcast)(int tx_fd, uint32_t if_ip4);
+	/* Bytes waiting in a receive socket (the kernel's accounting,
+	 * buffer overhead included), or -1: the backlog CE marking reads. */
+	int64_t (*rx_backlog)(int fd);
 };
 
 /* The backend UROCE_BACKEND names (only "udp" for now); NULL if unknown. */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
+#include <linux/sock_diag.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <sys/un.h>
@@ -106,6 +107,8 @@ int uroce_net_rx_socket(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport)
 		setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
 	/* the TOS byte of what arrives, for ECN (CE marks) */
 	setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+	/* the count of datagrams dropped for a full buffer (rx_sock_drops) */
+	setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
 	sin.sin_addr.s_addr = ip4;
 	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
 		goto fail;
@@ -133,13 +136,34 @@ static int udp_flow_connect(int fd, uint32_t peer_ip4, uint16_t peer_sport)
 	return connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ? -errno : 0;
 }
 
+/* Receive buffer of port and flow sockets: 64 MiB, or UROCE_RCVBUF_KB
+ * (a small one stands in for a shallow switch buffer: make bench-incast). */
+static int rcvbuf_bytes(void)
+{
+	const char *s = getenv("UROCE_RCVBUF_KB");
+	unsigned long kb = s && *s ? strtoul(s, NULL, 0) : 0;
+
+	return kb ? (int)MIN(MAX(kb, 64ul), 1ul << 20) << 10 : 64 << 20;
+}
+
 static int udp_port_open(uint32_t ip4)
 {
 	int fd = uroce_net_rx_socket(ip4, 0, 0);
 
 	if (fd >= 0)
-		uroce_net_set_bufs(fd, 64 << 20);
+		uroce_net_set_bufs(fd, rcvbuf_bytes());
 	return fd;
+}
+
+static int64_t udp_rx_backlog(int fd)
+{
+	uint32_t mi[SK_MEMINFO_VARS];
+	socklen_t len = sizeof(mi);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mi, &len) < 0 ||
+	    len <= SK_MEMINFO_RMEM_ALLOC * sizeof(uint32_t))
+		return -1;
+	return mi[SK_MEMINFO_RMEM_ALLOC];
 }
 
 static int udp_flow_open(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport)
@@ -149,7 +173,7 @@ static int udp_flow_open(uint32_t ip4, uint32_t peer_ip4, uint16_t peer_sport)
 	/* as large as a port socket's: a flow socket may carry a UC or UD
 	 * burst that nothing acknowledges or resends (a limit, not memory) */
 	if (fd >= 0)
-		uroce_net_set_bufs(fd, 64 << 20);
+		uroce_net_set_bufs(fd, rcvbuf_bytes());
 	return fd;
 }
 
@@ -321,6 +345,7 @@ const struct uroce_backend uroce_udp_backend = {
 	.mailbox_send = udp_mailbox_send,
 	.mcast_open = udp_mcast_open,
 	.tx_mcast = udp_tx_mcast,
+	.rx_backlog = udp_rx_backlog,
 };
 
 const struct uroce_backend *uroce_net_backend(void)

@@ -50,6 +50,10 @@
 	X(cnp_sent, "CNPs sent (np_cnp_sent)")                                         \
 	X(cnp_handled, "CNPs handled (rp_cnp_handled)")                                \
 	X(ecn_marked, "ECN-marked packets received (np_ecn_marked_roce_packets)")      \
+	X(ecn_queue_marked, "packets marked CE here: receive backlog over UROCE_ECN_QUEUE_KB") \
+	X(cc_rate_cuts, "DCQCN rate cuts (CNPs acted on)")                             \
+	X(cc_rate_incs, "DCQCN rate increase events (timer and byte counter)")         \
+	X(cc_pace_waits, "times the DCQCN pacer held a QP's next packet")              \
 	X(fault_dropped, "fault injection: packets dropped")                           \
 	X(fault_duplicated, "fault injection: packets duplicated")                     \
 	X(fault_corrupted, "fault injection: packets corrupted")                       \
