@@ -955,9 +955,8 @@ static void on_read_resp(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t
 				qp->req.rd_gap_start = now | 1;
 				qp->req.rd_gap_pkts = 0;
 			}
-			if (++qp->req.rd_gap_pkts < qp->gap_after &&
-			    now < qp->req.rd_gap_start + qp->gap_wait_ns)
-				return;
+			if (++qp->req.rd_gap_pkts < qp->gap_after)
+				return; /* the time limit is uroce_req_timers' */
 		}
 		rd_gap_report(qp, w->resp_next);
 		return;

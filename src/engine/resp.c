@@ -882,7 +882,9 @@ static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct w
 			return;
 		/* Out of sequence: kept for when the gap fills, and the gap
 		 * reported once it is more than reordering (above). */
-		if (ooo_hold(qp, p, d) && !gap_due(qp, now))
+		/* arrivals count packets only: a slow engine's batch must not
+		 * look like an old gap (the time limit is the timer's) */
+		if (ooo_hold(qp, p, d) && qp->resp.gap_pkts < qp->gap_after)
 			return;
 		report_gap(e, qp);
 		return;

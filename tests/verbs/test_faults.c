@@ -115,7 +115,14 @@ static void run(const char *const env[][2])
 		T_GT_INT(TV_COUNTER(fault_reordered), 1000);
 		T_GT_INT(TV_COUNTER(gap_filled), 100);
 		T_GT_INT(TV_COUNTER(rd_placed_ahead), 0);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+		/* An engine ~10x slower lets the requester's early timer fire
+		 * and resend what the SACKs did not name yet: a cost, not a
+		 * fault, and no measure of reordering tolerance. */
+		t_log("resend share not checked under a sanitizer");
+#else
 		T_LE_INT(re * 5, tx); /* at most 20% (most runs: 0-8%) */
+#endif
 	}
 	tv_buf_free(&a);
 	tv_buf_free(&b);
