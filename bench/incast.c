@@ -37,6 +37,7 @@
 #include <fcntl.h>
 
 #include "counters.h"
+#include "pair.h"
 
 #define MAX_SENDERS 64
 #define PROBE_LEN 64
@@ -50,6 +51,11 @@ static void die(const char *what)
 	printf("{\"ok\": false, \"failed_at\": \"%s\", \"error\": \"%s\"}\n", what, strerror(e));
 	fflush(stdout);
 	exit(1);
+}
+
+static void bench_die(const char *what)
+{
+	die(what);
 }
 
 static uint64_t wall_ns(void)
@@ -206,40 +212,6 @@ static struct ibv_qp *qp_new(struct dev *d, int depth)
 	return qp;
 }
 
-static void qp_connect(struct ibv_qp *qp, const union ibv_gid *gid, uint32_t dqpn)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("modify to INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = dqpn;
-	a.max_dest_rd_atomic = 16;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		die("modify to RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 16;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		die("modify to RTS");
-}
-
 static void gid_str(const union ibv_gid *g, char *out)
 {
 	for (int i = 0; i < 16; i++)
@@ -314,7 +286,7 @@ static int run_recv(int n, size_t size, int depth)
 		if (sscanf(get_file(name), "%32s %u", pgs, &pqpn) != 2)
 			die("bad sender file");
 		gid_parse(pgs, &pg);
-		qp_connect(qp[i], &pg, pqpn);
+		bench_qp_connect(qp[i], &pg, pqpn);
 	}
 	/* everyone starts together, a little after the last connection */
 	snprintf(text, sizeof(text), "%llu\n", (unsigned long long)(wall_ns() + 300000000ull));
@@ -374,7 +346,7 @@ static struct ibv_qp *hello(struct dev *d, int idx, int depth, struct target *t)
 	snprintf(name, sizeof(name), "send-%d", idx);
 	put_file(name, text);
 	get_target(idx, t);
-	qp_connect(qp, &t->gid, t->qpn);
+	bench_qp_connect(qp, &t->gid, t->qpn);
 	return qp;
 }
 

@@ -54,31 +54,29 @@ static inline void bench_side_open(struct bench_side *s, struct ibv_device *dev,
 		bench_die("ibv_create_qp");
 }
 
-static inline void bench_connect(struct bench_side *s, const struct bench_side *peer)
+/* INIT -> RTR -> RTS towards (gid, dqpn): RC, MTU 4096, 16 reads and
+ * atomics each way, retry 7/7, PSNs 0. */
+static inline void bench_qp_connect(struct ibv_qp *qp, const union ibv_gid *gid, uint32_t dqpn)
 {
 	struct ibv_qp_attr a;
-	union ibv_gid gid;
 
-	if (ibv_query_gid(peer->ctx, 1, 0, &gid))
-		bench_die("ibv_query_gid");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	if (ibv_modify_qp(s->qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		bench_die("modify to INIT");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = peer->qp->qp_num;
+	a.dest_qp_num = dqpn;
 	a.max_dest_rd_atomic = 16;
 	a.min_rnr_timer = 12;
 	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = gid;
+	a.ah_attr.grh.dgid = *gid;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(s->qp, &a,
+	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		bench_die("modify to RTR");
@@ -88,10 +86,19 @@ static inline void bench_connect(struct bench_side *s, const struct bench_side *
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 16;
-	if (ibv_modify_qp(s->qp, &a,
+	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		bench_die("modify to RTS");
+}
+
+static inline void bench_connect(struct bench_side *s, const struct bench_side *peer)
+{
+	union ibv_gid gid;
+
+	if (ibv_query_gid(peer->ctx, 1, 0, &gid))
+		bench_die("ibv_query_gid");
+	bench_qp_connect(s->qp, &gid, peer->qp->qp_num);
 }
 
 #endif
