@@ -43,21 +43,33 @@ struct uroce_ooo {
 
 static _Atomic size_t ooo_bytes;
 
-void uroce_gap_params(uint32_t *pkts, uint64_t *ns)
+/* A whole number up to max from the environment, else def (a bad value
+ * is named once and ignored). */
+static unsigned long gap_env(const char *name, unsigned long max, unsigned long def)
 {
-	const char *a = getenv("UROCE_GAP_PKTS"), *b = getenv("UROCE_GAP_US");
+	static int warned;
+	const char *s = getenv(name);
+	char *end;
 	unsigned long v;
 
-	*pkts = OOO_SLOTS;
-	*ns = 200000;
-	if (a && *a) {
-		v = strtoul(a, NULL, 0);
-		*pkts = (uint32_t)MIN(v, (unsigned long)OOO_SLOTS);
+	if (!s || !*s)
+		return def;
+	v = strtoul(s, &end, 0);
+	if (*end || v > max || *s == '-') {
+		if (!warned) {
+			warned = 1;
+			uroce_warn("%s=%s: want a whole number up to %lu; using %lu", name, s, max,
+				   def);
+		}
+		return def;
 	}
-	if (b && *b) {
-		v = strtoul(b, NULL, 0);
-		*ns = (uint64_t)MIN(v, 1000000ul) * 1000;
-	}
+	return v;
+}
+
+void uroce_gap_params(uint32_t *pkts, uint64_t *ns)
+{
+	*pkts = (uint32_t)gap_env("UROCE_GAP_PKTS", OOO_SLOTS, OOO_SLOTS);
+	*ns = (uint64_t)gap_env("UROCE_GAP_US", 1000000, 200) * 1000;
 }
 
 static void ooo_put(struct uroce_ooo *o, uint32_t i)
