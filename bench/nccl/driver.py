@@ -112,6 +112,11 @@ def rank_cmd(cfg, r, mode, out, port, extra):
     env = dict(os.environ)
     env.update(COMMON)
     env.update(env_extra)
+    # NCCL_DRIVER_ENV="K=V ...": overrides a configuration's own settings
+    # (diagnosis: the same check with one thing changed)
+    for kv in os.environ.get("NCCL_DRIVER_ENV", "").split():
+        k, _, v = kv.partition("=")
+        env[k] = v
     env["NCCL_HOSTID"] = f"uroce-nccl-host{r}"
     env["UROCE_BIN"] = UROCE
     cmd = [PY, RANK, "--rank", str(r), "--world", "2", "--port", str(port), "--mode", mode,

@@ -67,6 +67,11 @@ static struct {
 	CUresult (*handle_prop)(struct cu_alloc_prop *, uint64_t);
 	CUresult (*handle_release)(uint64_t);
 	CUcontext primary[MAX_DEVS];
+	/* the engine's own context per device, for VMM memory (engine_ctx) */
+	CUresult (*ctx_create)(CUcontext *, unsigned int, int);
+	CUresult (*ctx_pop)(CUcontext *);
+	CUcontext own[MAX_DEVS];
+	char own_tried[MAX_DEVS];
 	CUresult (*stream_sync)(void *);
 	/* "synchronous" copies run on a non-blocking stream of their context
 	 * (made at registration), never on the legacy NULL stream */
@@ -119,6 +124,10 @@ static int load(void)
 		h, "cuMemGetAllocationPropertiesFromHandle");
 	cu.handle_release = (CUresult(*)(uint64_t))dlsym(h, "cuMemRelease");
 	cu.stream_sync = (CUresult(*)(void *))dlsym(h, "cuStreamSynchronize");
+	if (!(getenv("UROCE_CUDA_OWN_CTX") && !strcmp(getenv("UROCE_CUDA_OWN_CTX"), "0"))) {
+		cu.ctx_create = (CUresult(*)(CUcontext *, unsigned int, int))dlsym(h, "cuCtxCreate_v2");
+		cu.ctx_pop = (CUresult(*)(CUcontext *))dlsym(h, "cuCtxPopCurrent_v2");
+	}
 	cu.async = cu.ok && cu.stream_new && cu.stream_free && cu.dtoh_async && cu.htod_async &&
 		   cu.ev_new && cu.ev_free && cu.ev_record && cu.ev_query && cu.ev_sync &&
 		   !(getenv("UROCE_CUDA_ASYNC") && !strcmp(getenv("UROCE_CUDA_ASYNC"), "0"));
@@ -161,6 +170,59 @@ static CUcontext primary_ctx(int ord)
 	c = cu.primary[ord];
 	pthread_mutex_unlock(&lock);
 	return c;
+}
+
+/* The engine's own context on device ordinal ord, made once per process on
+ * the first registration of VMM memory of that device; the primary context
+ * if it cannot be made (or UROCE_CUDA_OWN_CTX=0).
+ *
+ * Why not the application's context: the CUDA programming guide's
+ * "Implicit Synchronization" rules order every command of a context around
+ * some calls (cuMemFree, cudaFree, page-locked allocations): work issued
+ * after them waits for all work issued before, even on non-blocking
+ * streams. NCCL's collective kernel spins until the bytes of a receive are
+ * in GPU memory; if the application (PyTorch allocating and freeing
+ * tensors) makes such a call while the kernel runs, the engine's copy of
+ * those bytes, issued afterwards in the same context, waits for the kernel:
+ * a deadlock (seen on the H200 with NCCL's GDR path, and reproduced by
+ * scripts/experiments/cuda_sync.c: the copy into cuMem memory from the
+ * application's context hangs after a cuMemFree, the same copy from a
+ * context of the engine's own completes). A real NIC writes GPU memory by
+ * PCIe DMA, outside every stream; a context of our own is the nearest a
+ * CUDA API gets. VMM mappings belong to no context: every context of the
+ * device reaches them once cuMemSetAccess allowed the device. Memory from
+ * cuMemAlloc/cudaMalloc stays with its own context (another context's
+ * copy of it waits for that context's implicit synchronization as well). */
+static CUcontext engine_ctx(int ord)
+{
+	CUcontext c = NULL, popped;
+	int dev, make = 0;
+
+	if (ord < 0 || ord >= MAX_DEVS || !cu.ctx_create || !cu.ctx_pop || !cu.dev_get)
+		return primary_ctx(ord);
+	pthread_mutex_lock(&lock);
+	if (!cu.own_tried[ord]) {
+		cu.own_tried[ord] = 1;
+		make = 1;
+		/* made on the caller's thread (ibv_reg_mr): pushed, then popped,
+		 * so that the application's current context stays current */
+		if (cu.dev_get(&dev, ord) || cu.ctx_create(&c, 0 /* SCHED_AUTO */, dev)) {
+			c = NULL;
+		} else if (cu.ctx_pop(&popped) || popped != c) {
+			uroce_warn("CUDA: the engine's context for device %d could not be "
+				   "popped off this thread", ord);
+		}
+		cu.own[ord] = c;
+	}
+	c = cu.own[ord];
+	pthread_mutex_unlock(&lock);
+	if (make && !c)
+		uroce_warn("CUDA: no context of uroce's own on device %d; copies into its "
+			   "cuMem memory run in the primary context, where the application's "
+			   "cuMemFree can stall them behind a running kernel", ord);
+	else if (make)
+		uroce_info("CUDA: device %d's cuMem memory is copied in uroce's own context", ord);
+	return c ? c : primary_ctx(ord);
 }
 
 /* The device of a VMM mapping that pointer attributes do not describe:
@@ -211,15 +273,16 @@ int uroce_cuda_probe(const void *addr, void **cuctx)
 		/* VMM memory (cuMemCreate + cuMemMap, NCCL's default allocator,
 		 * PyTorch's expandable segments) has no context: any context
 		 * of its device reaches it once cuMemSetAccess allowed that
-		 * device, so the engine copies in the device's primary one. */
+		 * device, so the engine copies in a context of its own on
+		 * that device (engine_ctx). */
 		if (type != CU_MEMORYTYPE_DEVICE) {
 			if (type || !mapped)
 				return 0; /* host or host-pinned memory, or unknown to CUDA */
 			ord = vmm_device(addr);
 		}
-		*cuctx = primary_ctx(ord);
+		*cuctx = engine_ctx(ord);
 		if (!*cuctx && type == CU_MEMORYTYPE_DEVICE)
-			*cuctx = primary_ctx(vmm_device(addr));
+			*cuctx = engine_ctx(vmm_device(addr));
 		if (!*cuctx) {
 			snprintf(last_err, sizeof(last_err),
 				 "device memory at %p has no context and no primary context of "

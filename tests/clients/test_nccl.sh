@@ -54,6 +54,8 @@ t_fake_cuda() {
 	done
 	grep -q 'MR .* is CUDA device memory' "$CHECK_DIR/test.log" ||
 		{ echo "uroce did not take the fake's memory for device memory"; return 1; }
+	grep -q "cuMem memory is copied in uroce's own context" "$CHECK_DIR/test.log" ||
+		{ echo "uroce did not make a context of its own for cuMem memory"; return 1; }
 }
 
 t_nccl_mode() { # MODE

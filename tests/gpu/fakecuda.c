@@ -71,6 +71,10 @@ API CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
 API CUresult cuDeviceGet(int *d, int ord) { if (ord) return INVALID_VALUE; *d = 0; return OK; }
 API CUresult cuDevicePrimaryCtxRetain(void **c, int d) { *c = &ctx_token; return OK; }
 API CUresult cuCtxSetCurrent(void *c) { return OK; }
+/* a context of uroce's own (for VMM memory): pushed by create, popped at once */
+static int own_ctx_token;
+API CUresult cuCtxCreate_v2(void **c, unsigned f, int d) { *c = &own_ctx_token; return OK; }
+API CUresult cuCtxPopCurrent_v2(void **c) { if (c) *c = &own_ctx_token; return OK; }
 API CUresult cuCtxSynchronize(void) { return OK; }
 API CUresult cuGetErrorString(CUresult e, const char **s) { *s = "fake CUDA error"; return OK; }
 API CUresult cuDeviceGetAttribute(int *v, int attr, int dev)

@@ -10,11 +10,16 @@
  *     closed right after registration, as net.cc does;
  *   - the same for a cuMemAlloc (cudaMalloc) buffer;
  *   - the GDR flush: an RDMA READ on a QP connected to itself, from the
- *     registered GPU buffer into host memory.
+ *     registered GPU buffer into host memory;
+ *   - a WRITE into cuMem memory that a running kernel polls, while the
+ *     application thread is in cuMemFree (PyTorch freeing a tensor during
+ *     a collective): the bytes must land without the kernel ending first.
  *
  * The probe and a host-memory flush run everywhere; the rest skips without
  * a GPU, saying why. The CUDA driver is loaded with dlopen. */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <time.h>
 
 #include "common.h"
 
@@ -58,7 +63,14 @@ static struct {
 	CUresult (*release)(uint64_t);
 	CUresult (*addr_free)(CUdeviceptr, size_t);
 	CUresult (*ptr_attrs)(unsigned, int *, void **, CUdeviceptr);
+	CUresult (*mod_load)(void **, const void *);
+	CUresult (*mod_fn)(void **, void *, const char *);
+	CUresult (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+			   unsigned, void *, void **, void **);
+	CUresult (*stream_new)(void **, unsigned);
+	CUresult (*stream_query)(void *);
 } cu;
+static void *cu_primary;
 static int cu_dev;
 
 static void gpu_init(void)
@@ -90,6 +102,11 @@ static void gpu_init(void)
 	SYM(release, "cuMemRelease");
 	SYM(addr_free, "cuMemAddressFree");
 	SYM(ptr_attrs, "cuPointerGetAttributes");
+	SYM(mod_load, "cuModuleLoadData");
+	SYM(mod_fn, "cuModuleGetFunction");
+	SYM(launch, "cuLaunchKernel");
+	SYM(stream_new, "cuStreamCreate");
+	SYM(stream_query, "cuStreamQuery");
 #undef SYM
 	if (!cu.init || cu.init(0))
 		T_SKIP("cuInit failed: no usable NVIDIA GPU");
@@ -99,6 +116,7 @@ static void gpu_init(void)
 	cu_dev = dev;
 	T_EQ_INT(cu.ctx_retain(&ctx, dev), 0);
 	T_EQ_INT(cu.ctx_set(ctx), 0);
+	cu_primary = ctx;
 }
 
 /* A GPU buffer, from cuMem (vmm) or cuMemAlloc. */
@@ -359,6 +377,114 @@ T_CASE(cumem_reg_mr) { nccl_path(1, 0); }
 T_CASE(cumem_dmabuf) { nccl_path(1, 1); }
 T_CASE(cumemalloc_reg_mr) { nccl_path(0, 0); }
 T_CASE(cumemalloc_dmabuf) { nccl_path(0, 1); }
+
+/* spin(flag, done): while (*(volatile unsigned *)flag == 0); *done = 1;
+ * (nvcc -ptx -arch=compute_80 of those two lines) */
+static const char spin_ptx[] =
+	".version 7.0\n"
+	".target sm_80\n"
+	".address_size 64\n"
+	"	// .globl	spin\n"
+	".visible .entry spin(\n"
+	"	.param .u64 spin_param_0,\n"
+	"	.param .u64 spin_param_1\n"
+	")\n"
+	"{\n"
+	"	.reg .pred 	%p<2>;\n"
+	"	.reg .b32 	%r<3>;\n"
+	"	.reg .b64 	%rd<5>;\n"
+	"	ld.param.u64 	%rd3, [spin_param_0];\n"
+	"	ld.param.u64 	%rd4, [spin_param_1];\n"
+	"	cvta.to.global.u64 	%rd1, %rd4;\n"
+	"	cvta.to.global.u64 	%rd2, %rd3;\n"
+	"$L__BB0_1:\n"
+	"	ld.volatile.global.u32 	%r1, [%rd2];\n"
+	"	setp.eq.s32 	%p1, %r1, 0;\n"
+	"	@%p1 bra 	$L__BB0_1;\n"
+	"	mov.u32 	%r2, 1;\n"
+	"	st.global.u32 	[%rd1], %r2;\n"
+	"	ret;\n"
+	"}\n";
+
+static CUdeviceptr junk;
+
+static double mono_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The application thread: a cuMemFree while the kernel runs. By the
+ * implicit synchronization rules it returns only after the kernel ends. */
+static void *free_thread(void *arg)
+{
+	(void)arg;
+	cu.ctx_set(cu_primary);
+	cu.free(junk);
+	return NULL;
+}
+
+/* NCCL's GDR receive under PyTorch: the collective kernel polls the
+ * receive buffer (cuMem) for the bytes uroce places there, and meanwhile
+ * the application frees memory. The engine's copy must not wait behind
+ * that cuMemFree, which itself waits for the kernel (a deadlock on
+ * 2026-12-04's H200 run: scripts/experiments/cuda_sync.c). */
+T_CASE(cumem_write_while_kernel_polls)
+{
+	struct tv_pair p;
+	struct tv_opts o = tv_opts_default();
+	struct gbuf g;
+	struct tv_buf src;
+	struct ibv_mr *mr;
+	void *mod, *fn, *stream;
+	CUdeviceptr flag, done;
+	void *args[2] = { &flag, &done };
+	pthread_t th;
+	double t0;
+	int finished = 0;
+
+	gpu_init();
+	if (!cu.mod_load || !cu.mod_fn || !cu.launch || !cu.stream_new || !cu.stream_query)
+		T_SKIP("this driver lacks the module or stream API");
+	o.separate_ctx = 1;
+	tv_pair_open(&p, &o);
+	gbuf_alloc(&g, 1 << 20, 1);
+	mr = reg_like_nccl(p.b.pd, &g, 0);
+	tv_buf_alloc(&src, p.a.pd, 4096, TV_ACCESS_ALL);
+	memset(src.p, 0, 4096);
+	T_EQ_INT(cu.htod(g.d, src.p, 4096), 0);
+	((uint32_t *)src.p)[0] = 1;
+	flag = g.d;
+	done = g.d + 64;
+	T_EQ_INT(cu.mod_load(&mod, spin_ptx), 0);
+	T_EQ_INT(cu.mod_fn(&fn, mod, "spin"), 0);
+	T_EQ_INT(cu.stream_new(&stream, 1 /* CU_STREAM_NON_BLOCKING */), 0);
+	T_EQ_INT(cu.alloc(&junk, 1 << 20), 0);
+	T_EQ_INT(cu.launch(fn, 1, 1, 1, 1, 1, 1, 0, stream, args, NULL), 0);
+	T_EQ_INT(pthread_create(&th, NULL, free_thread, NULL), 0);
+	usleep(100000); /* the application is in cuMemFree now */
+	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, 1, &src, 0, 4, g.d, mr->rkey, 0,
+			  IBV_SEND_SIGNALED), 0);
+	t0 = mono_s();
+	while (mono_s() - t0 < 10 && !(finished = cu.stream_query(stream) == 0))
+		usleep(1000);
+	T_ASSERTF(finished, "the kernel still waits for the WRITE's bytes after 10 s: the "
+		  "engine's copy is stuck behind the application's cuMemFree");
+	tv_expect_wc(p.a.scq, p.a.qp, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	T_EQ_INT(pthread_join(th, NULL), 0);
+	{
+		uint32_t d = 0;
+
+		T_EQ_INT(cu.dtoh(&d, done, 4), 0);
+		T_EQ_INT(d, 1);
+	}
+	T_EQ_INT(ibv_dereg_mr(mr), 0);
+	tv_buf_free(&src);
+	gbuf_free(&g);
+	tv_pair_close(&p);
+}
 
 int main(int argc, char **argv)
 {
