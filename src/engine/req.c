@@ -484,7 +484,7 @@ static void window_grow(struct uroce_qp *qp, uint32_t acked)
 /* Go-back-N: resend from una (IBA 9.7.6.1.3 and C9-125). */
 static void do_rewind(struct uroce_qp *qp)
 {
-	uint32_t idx, target = qp->req.una;
+	uint32_t idx, head, target = qp->req.una;
 	struct uroce_swqe *w;
 
 	qp->req.rewind = 0;
@@ -497,7 +497,10 @@ static void do_rewind(struct uroce_qp *qp)
 	if (!w)
 		return;
 	qp->ctx->cnt->retrans_pkts += (uint64_t)psn_diff(qp->req.psn, target);
-	for (uint32_t t = idx; t != qp->req.cur + 1; t++) {
+	/* up to the current WQE, never into slots not posted yet (cur may be
+	 * the next free slot, which the application may be filling now) */
+	head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
+	for (uint32_t t = idx; t != qp->req.cur + 1 && t != head; t++) {
 		struct uroce_swqe *x = sqe(qp, t);
 
 		if (!(x->flags & SWQE_ASSIGNED))
