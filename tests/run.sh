@@ -46,7 +46,16 @@ for s in "${suites[@]}"; do
 		for t in "$build/tests/$s"/*; do
 			[ -x "$t" ] || continue
 			run_one "$s/$(basename "$t")" "$t"
-		done ;;
+		done
+		# the default runs the transport in the application's threads
+		# when the engine is idle (UROCE_PROGRESS=app); the engine
+		# thread alone must do as well
+		if [ "$s" = verbs ]; then
+			for t in test_ops test_faults test_inflight; do
+				[ -x "$build/tests/verbs/$t" ] &&
+					run_one "verbs/$t (UROCE_PROGRESS=engine)" env UROCE_PROGRESS=engine "$build/tests/verbs/$t"
+			done
+		fi ;;
 	clients)
 		for t in "$top"/tests/clients/test_*.sh; do
 			[ -x "$t" ] || continue

@@ -272,6 +272,7 @@ static void json_fields(const struct ev *e)
 
 struct sys_count {
 	long posts, doorbells, doorbell_syscalls, polls, poll_syscalls, recv_posts;
+	long turns; /* posts and polls that took the idle engine's turn */
 };
 
 static void count_syscalls(const struct evs *E, int pid, struct sys_count *c)
@@ -289,9 +290,11 @@ static void count_syscalls(const struct evs *E, int pid, struct sys_count *c)
 		else if (is(e, "doorbell")) {
 			c->doorbells++;
 			c->doorbell_syscalls += num(e, "syscall") > 0;
+			c->turns += num(e, "turn") > 0;
 		} else if (is(e, "poll_cq")) {
 			c->polls++;
 			c->poll_syscalls += num(e, "syscall") > 0;
+			c->turns += num(e, "turn") > 0;
 		}
 	}
 }
@@ -314,6 +317,10 @@ static long find(const struct evs *E, long from, int pid, const char *name, int6
 	}
 	return -1;
 }
+
+/* explained transport steps (descriptor taken, first packet received) that
+ * an application thread ran itself (UROCE_PROGRESS=app) */
+static int app_work;
 
 static int explain(const struct evs *E, const struct explain_opts *o, struct expl *x,
 		   int *out_req, int *out_resp, long *out_app_tid, long *engine_tids, int *nengine)
@@ -365,6 +372,10 @@ static int explain(const struct evs *E, const struct explain_opts *o, struct exp
 					       "thread was asleep (with UROCE_POLL_US it keeps polling "
 					       "and posts make none); logged when the write returned, "
 					       "so the engine may already be at work");
+		else if (num(&E->v[i], "turn") > 0)
+			add(x, 0, &E->v[i], 0, "doorbell: syscall=0, the engine was idle and the posting "
+					       "thread did its work itself before returning (UROCE_PROGRESS"
+					       "=app; logged after that turn)");
 		else
 			add(x, 0, &E->v[i], 0, "doorbell: syscall=0, the engine thread was awake: no "
 					       "system call, only memory writes");
@@ -384,9 +395,16 @@ static int explain(const struct evs *E, const struct explain_opts *o, struct exp
 		psn0 = (uint32_t)num(W, "first_psn");
 		npk = (uint32_t)num(W, "packets");
 		engine_tids[(*nengine)++] = W->tid;
-		add(x, 2, W, 0, "descriptor taken by the engine thread %ld (transport work on thread %ld, "
-				"not the application's %ld): PSN 0x%x, %u packet%s",
-		    W->tid, W->tid, P->tid, psn0, npk, npk == 1 ? "" : "s");
+		if (W->engine)
+			add(x, 2, W, 0, "descriptor taken by the engine thread %ld (transport work on "
+					"thread %ld, not the application's %ld): PSN 0x%x, %u packet%s",
+			    W->tid, W->tid, P->tid, psn0, npk, npk == 1 ? "" : "s");
+		else
+			add(x, 2, W, 0, "descriptor taken by the application thread %ld itself, taking "
+					"the idle engine's turn (UROCE_PROGRESS=app: no hand-off, no "
+					"wakeup): PSN 0x%x, %u packet%s",
+			    W->tid, psn0, npk, npk == 1 ? "" : "s");
+		app_work += !W->engine;
 		last = i;
 	}
 	ntx_want = rdatomic ? (op == XOP_READ ? (npk + 63) / 64 : 1) : npk;
@@ -452,13 +470,15 @@ static int explain(const struct evs *E, const struct explain_opts *o, struct exp
 				*out_resp = B;
 				engine_tids[(*nengine)++] = e->tid;
 				first_rx = i;
+				app_work += !e->engine;
 			}
 			if (e->pid != B)
 				continue;
 			nrx++;
-			add(x, 5, e, 1, "packet received by pid %d, engine thread %ld: %s PSN 0x%llx, %lld bytes "
+			add(x, 5, e, 1, "packet received by pid %d, %s thread %ld: %s PSN 0x%llx, %lld bytes "
 					"payload",
-			    e->pid, e->tid, str(e, "op", b1, sizeof(b1)), (unsigned long long)num(e, "psn"),
+			    e->pid, e->engine ? "engine" : "application", e->tid, str(e, "op", b1, sizeof(b1)),
+			    (unsigned long long)num(e, "psn"),
 			    (long long)num(e, "payload"));
 			last = i;
 			/* what the responder did with it */
@@ -530,10 +550,14 @@ static int explain(const struct evs *E, const struct explain_opts *o, struct exp
 				add(x, 0, e, 1, "remote memory read in place for the response: %lld bytes at "
 						"0x%llx: zero copy",
 				    (long long)num(e, "len"), (unsigned long long)where_addr(e));
-			} else if (e->pid == A && num(e, "qpn") == qpn && e->engine) {
+			} else if (e->pid == A && num(e, "qpn") == qpn &&
+				   (is(e, "pkt_rx") || is(e, "place") || is(e, "ack_rx") || is(e, "cqe"))) {
+				/* on the engine thread, or an application thread
+				 * taking its turn (UROCE_PROGRESS=app) */
 				if (is(e, "pkt_rx") && psn >= 0 &&
 				    (rdatomic ? psn_in(psn, psn0, npk) : psn_diff((uint32_t)psn, last_psn) >= 0)) {
-					add(x, 0, e, 0, "received by the requester's engine: %s PSN 0x%llx",
+					add(x, 0, e, 0, "received by the requester (%s thread %ld): %s PSN 0x%llx",
+					    e->engine ? "engine" : "application", e->tid,
 					    str(e, "op", b1, sizeof(b1)), (unsigned long long)psn);
 				} else if (is(e, "place") && rdatomic) {
 					add(x, 0, e, 0, "response placed in the application's buffer in place: "
@@ -706,6 +730,10 @@ int explain_dir(const char *dir, const struct explain_opts *o)
 	       "engine); %ld completion%s polled with %ld system calls.\n",
 	       mine.posts, mine.posts == 1 ? "" : "s", mine.doorbells, mine.doorbells == 1 ? "" : "s",
 	       mine.doorbell_syscalls, mine.polls, mine.polls == 1 ? "" : "s", mine.poll_syscalls);
+	if (mine.turns)
+		printf("  %ld of those posts and polls found the engine idle and did its work on the "
+		       "application's\n  thread (UROCE_PROGRESS=app): their UDP sends and receives are "
+		       "system calls, the NIC's\n  work, not the verbs'.\n", mine.turns);
 	printf("  all processes: %ld send + %ld receive posts, %ld doorbell system calls, %ld polls "
 	       "with %ld system calls.\n",
 	       all.posts, all.recv_posts, all.doorbell_syscalls, all.polls, all.poll_syscalls);
@@ -713,11 +741,17 @@ int explain_dir(const char *dir, const struct explain_opts *o)
 	       "  itself (the kernel's UDP send is the DMA read); the responder wrote it straight\n"
 	       "  into the target MR (one copy from the socket buffer: the kernel needs a buffer\n"
 	       "  before the QP is known).\n");
-	if (neng > 0)
+	if (neng > 0 && !app_work)
 		printf("offload: segmentation, PSNs, ACKs, timers and the completion ran on engine thread%s "
 		       "%ld%s%.0ld, never on the application thread %ld.\n",
 		       neng > 1 ? "s" : "", eng[0], neng > 1 ? " and " : "", neng > 1 ? eng[1] : 0L,
 		       app_tid);
+	else if (neng > 0)
+		printf("progress: segmentation, PSNs, ACKs, timers and the completion ran on thread%s "
+		       "%ld%s%.0ld, application threads among them: each took the idle engine's turn\n"
+		       "  in ibv_post_send or ibv_poll_cq (UROCE_PROGRESS=app: no hand-off to the engine\n"
+		       "  thread, no wakeup); UROCE_PROGRESS=engine leaves all of it to the engine thread.\n",
+		       neng > 1 ? "s" : "", eng[0], neng > 1 ? " and " : "", neng > 1 ? eng[1] : 0L);
 done:
 	for (long i = 0; i < E.n; i++)
 		free(E.v[i].kv);

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,17 @@ struct uroce_engine {
 	int epfd, efd;
 	atomic_int sleeping;
 	atomic_int stop;
+	/* Progress in the application's threads (UROCE_PROGRESS=app, docs/
+	 * design.md "Who runs the transport"): whoever holds run does the
+	 * engine's work, the engine thread or an application thread in
+	 * ibv_poll_cq/ibv_post_send that found it asleep. While the
+	 * application polls, the engine thread parks on park_fd (its eventfd
+	 * only), so arriving packets wake nobody: the poller reads them. */
+	pthread_mutex_t run;
+	int app_progress;
+	int park_fd;                 /* epoll set with efd alone */
+	_Atomic uint64_t app_poll_ns; /* an application thread's last turn */
+	uint64_t park_ns, park_max_ns;
 	_Atomic(struct uroce_qp *) db_head;
 
 	pthread_mutex_t cmd_lock;
@@ -172,11 +184,14 @@ uint64_t uroce_eng_now(struct uroce_engine *e)
 	return e->now;
 }
 
+/* The engine whose turn this thread runs (it holds that engine's run lock). */
+static __thread struct uroce_engine *turn_of;
+
 int uroce_eng_is_self(struct uroce_ctx *ctx)
 {
 	struct uroce_engine *e = ctx->eng;
 
-	return !e || !e->running || pthread_equal(pthread_self(), e->thr);
+	return !e || !e->running || turn_of == e || pthread_equal(pthread_self(), e->thr);
 }
 
 static void wake(struct uroce_engine *e)
@@ -199,6 +214,8 @@ int uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp)
 			qp->db_next = old;
 		} while (!atomic_compare_exchange_weak(&e->db_head, &old, qp));
 	}
+	if (uroce_eng_app_turn(ctx))
+		return 2; /* sent from this thread, no system call to wake anyone */
 	if (atomic_load(&e->sleeping)) {
 		wake(e);
 		return 1;
@@ -1590,6 +1607,123 @@ static uint64_t next_deadline(struct uroce_engine *e)
 	return best;
 }
 
+/* The part of a turn before waiting: commands and doorbells. */
+static int turn_begin(struct uroce_engine *e)
+{
+	int work = 0;
+
+	if (atomic_load(&e->cmd_pending)) {
+		drain_doorbells(e);
+		run_cmds(e);
+		work = 1;
+	}
+	work |= drain_doorbells(e);
+	return work;
+}
+
+/* The part of a turn after waiting: nev events from the epoll set, held
+ * packets, timers, the active QPs, the tx batch. */
+static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int nev)
+{
+	int work = 0;
+
+	e->now = uroce_now_ns();
+	for (int i = 0; i < nev; i++) {
+		if (!evs[i].data.ptr) {
+			uint64_t v;
+
+			if (read(e->efd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: already drained */
+			}
+			continue;
+		}
+		rx_source(e, evs[i].data.ptr);
+		work = 1;
+	}
+	if (e->nheld)
+		release_held(e, 0);
+	if (unlikely(e->rxr_resume))
+		rx_rate_resume(e);
+	for (struct uroce_qp *qp = e->active, *next; qp; qp = next) {
+		uint64_t before = e->queued;
+		uint32_t tail = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
+
+		next = qp->act_next;
+		if (qp->type == IBV_QPT_UD) {
+			uroce_ud_progress(e, qp, e->now);
+		} else {
+			uroce_req_timers(e, qp, e->now);
+			uroce_req_progress(e, qp, e->now);
+			uroce_resp_progress(e, qp, e->now);
+			uroce_resp_flush_ack(e, qp, e->now);
+		}
+		/* Anything sent or retired is work: keep polling. */
+		if (e->queued != before ||
+		    atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) != tail)
+			work = 1;
+		if (!uroce_req_busy(qp) && !uroce_resp_busy(qp))
+			uroce_eng_deactivate(e, qp);
+	}
+	uroce_eng_flush(e);
+	return work;
+}
+
+/* An application thread's turn, if the engine is idle (nobody holds run):
+ * what the engine thread would do on waking, without the wakeup. 1 if
+ * it ran. */
+int uroce_eng_app_turn(struct uroce_ctx *ctx)
+{
+	struct uroce_engine *e = ctx->eng;
+	struct epoll_event evs[MAX_EVENTS];
+	int nev;
+
+	if (!e || !e->app_progress || turn_of == e || atomic_load(&e->stop))
+		return 0;
+	atomic_store_explicit(&e->app_poll_ns, uroce_now_ns(), memory_order_relaxed);
+	if (pthread_mutex_trylock(&e->run))
+		return 0; /* the engine (or another thread) is at work */
+	turn_of = e;
+	turn_begin(e);
+	nev = epoll_wait(e->epfd, evs, MAX_EVENTS, 0);
+	turn_end(e, evs, nev > 0 ? nev : 0);
+	turn_of = NULL;
+	pthread_mutex_unlock(&e->run);
+	return 1;
+}
+
+/* The application stopped polling (it arms a CQ to sleep on its channel):
+ * the engine thread must watch the sockets again. */
+void uroce_eng_unpark(struct uroce_ctx *ctx)
+{
+	struct uroce_engine *e = ctx->eng;
+
+	if (!e || !e->app_progress)
+		return;
+	atomic_store(&e->app_poll_ns, 0);
+	if (atomic_load(&e->sleeping))
+		wake(e);
+}
+
+static void dump_qps(struct uroce_engine *e)
+{
+	for (struct uroce_qp *qp = e->all; qp; qp = qp->all_next)
+		uroce_dbg("qp 0x%x->0x%x act %d st %d psn 0x%x una 0x%x cur %u/%u head %u tail %u "
+			  "rd_out %u rewind %d dl %ld fdl %ld rnr %ld epsn 0x%x rd_len %u rd0 0x%x+%u/%u/%u msg %d "
+			  "retrans %lu timeouts %lu seqnak %lu/%lu",
+			  qp->qpn, qp->dest_qpn, qp->in_active, qp->eng_state, qp->req.psn, qp->req.una, qp->req.cur,
+			  qp->req.cur_pkt, atomic_load(&qp->sq_head),
+			  atomic_load(&qp->sq_tail), qp->req.rd_out, qp->req.rewind,
+			  qp->req.deadline ? (long)(qp->req.deadline - e->now) : -1,
+			  qp->req.fast_deadline ? (long)(qp->req.fast_deadline - e->now) : -1,
+			  qp->req.rnr_until ? (long)(qp->req.rnr_until - e->now) : -1,
+			  qp->resp.epsn, qp->resp.rd_len,
+			  qp->resp.rd[qp->resp.rd_head].psn, qp->resp.rd[qp->resp.rd_head].sent,
+			  qp->resp.rd[qp->resp.rd_head].end, qp->resp.rd[qp->resp.rd_head].len,
+			  qp->resp.msg, e->ctx->cnt->retrans_pkts,
+			  e->ctx->cnt->timeouts, e->ctx->cnt->seq_naks_sent,
+			  e->ctx->cnt->seq_naks_rcvd);
+}
+
 static void *engine_main(void *arg)
 {
 	struct uroce_engine *e = arg;
@@ -1607,17 +1741,14 @@ static void *engine_main(void *arg)
 	if (uroce_cc_config()->mode == UROCE_CC_DCQCN)
 		prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0);
 	uroce_trace_set_engine_thread();
+	pthread_mutex_lock(&e->run);
+	turn_of = e;
 	e->now = last_work = uroce_now_ns();
 	while (!atomic_load(&e->stop)) {
 		struct timespec ts, *tsp = &ts;
-		int work = 0, nev;
+		int work, nev, fd = e->epfd;
 
-		if (atomic_load(&e->cmd_pending)) {
-			drain_doorbells(e);
-			run_cmds(e);
-			work = 1;
-		}
-		work |= drain_doorbells(e);
+		work = turn_begin(e);
 		ts.tv_sec = 0;
 		ts.tv_nsec = 0;
 		if (!work && !e->active && !e->nheld && !e->rxr_resume &&
@@ -1634,6 +1765,28 @@ static void *engine_main(void *arg)
 			}
 		}
 		if (tsp != &ts || ts.tv_sec || ts.tv_nsec) {
+			uint64_t polled = atomic_load_explicit(&e->app_poll_ns, memory_order_relaxed);
+
+			/* An application thread polled lately: it reads the
+			 * sockets itself, so sleep on the eventfd alone (no
+			 * wakeup per packet), for a while that doubles as long
+			 * as it keeps polling. Timers still bound the sleep. */
+			if (e->app_progress && polled && e->now - polled < e->park_max_ns) {
+				uint64_t cur = tsp ? (uint64_t)ts.tv_sec * 1000000000ull +
+							     (uint64_t)ts.tv_nsec
+						   : UINT64_MAX;
+
+				e->park_ns = e->park_ns ? MIN(e->park_ns * 2, e->park_max_ns)
+							: e->park_max_ns / 16;
+				if (cur > e->park_ns) {
+					tsp = &ts;
+					ts.tv_sec = (time_t)(e->park_ns / 1000000000ull);
+					ts.tv_nsec = (long)(e->park_ns % 1000000000ull);
+				}
+				fd = e->park_fd;
+			} else {
+				e->park_ns = 0;
+			}
 			atomic_store(&e->sleeping, 1);
 			if (atomic_load(&e->db_head) || atomic_load(&e->cmd_pending)) {
 				tsp = &ts;
@@ -1641,69 +1794,88 @@ static void *engine_main(void *arg)
 				ts.tv_nsec = 0;
 			}
 		}
-		nev = epoll_pwait2(e->epfd, evs, MAX_EVENTS, tsp, NULL);
+		if (tsp != &ts || ts.tv_sec || ts.tv_nsec) {
+			/* asleep: application threads may take turns meanwhile */
+			turn_of = NULL;
+			pthread_mutex_unlock(&e->run);
+			nev = epoll_pwait2(fd, evs, MAX_EVENTS, tsp, NULL);
+			pthread_mutex_lock(&e->run);
+			turn_of = e;
+			if (fd == e->park_fd && nev > 0) {
+				/* woken on the eventfd (a command, a doorbell,
+				 * unpark): read the sockets too */
+				int n2 = epoll_wait(e->epfd, evs + nev, MAX_EVENTS - nev, 0);
+
+				nev += n2 > 0 ? n2 : 0;
+			}
+		} else {
+			nev = epoll_pwait2(fd, evs, MAX_EVENTS, tsp, NULL);
+		}
 		atomic_store(&e->sleeping, 0);
-		e->now = uroce_now_ns();
-		for (int i = 0; i < nev; i++) {
-			if (!evs[i].data.ptr) {
-				uint64_t v;
-
-				if (read(e->efd, &v, sizeof(v)) < 0) {
-					/* EAGAIN: already drained */
-				}
-				continue;
-			}
-			rx_source(e, evs[i].data.ptr);
-			work = 1;
-		}
-		if (e->nheld)
-			release_held(e, 0);
-		if (unlikely(e->rxr_resume))
-			rx_rate_resume(e);
-		for (struct uroce_qp *qp = e->active, *next; qp; qp = next) {
-			uint64_t before = e->queued;
-			uint32_t tail = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
-
-			next = qp->act_next;
-			if (qp->type == IBV_QPT_UD) {
-				uroce_ud_progress(e, qp, e->now);
-			} else {
-				uroce_req_timers(e, qp, e->now);
-				uroce_req_progress(e, qp, e->now);
-				uroce_resp_progress(e, qp, e->now);
-				uroce_resp_flush_ack(e, qp, e->now);
-			}
-			/* Anything sent or retired is work: keep polling. */
-			if (e->queued != before ||
-			    atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) != tail)
-				work = 1;
-			if (!uroce_req_busy(qp) && !uroce_resp_busy(qp))
-				uroce_eng_deactivate(e, qp);
-		}
-		uroce_eng_flush(e);
+		work |= turn_end(e, evs, nev > 0 ? nev : 0);
 		if (work)
 			last_work = e->now;
 		if (unlikely(uroce__log_level >= UROCE_LOG_DEBUG) && e->now - last_dump > 200000000ull) {
 			last_dump = e->now;
-			for (struct uroce_qp *qp = e->all; qp; qp = qp->all_next)
-				uroce_dbg("qp 0x%x->0x%x act %d st %d psn 0x%x una 0x%x cur %u/%u head %u tail %u "
-					  "rd_out %u rewind %d dl %ld fdl %ld rnr %ld epsn 0x%x rd_len %u rd0 0x%x+%u/%u/%u msg %d "
-					  "retrans %lu timeouts %lu seqnak %lu/%lu",
-					  qp->qpn, qp->dest_qpn, qp->in_active, qp->eng_state, qp->req.psn, qp->req.una, qp->req.cur,
-					  qp->req.cur_pkt, atomic_load(&qp->sq_head),
-					  atomic_load(&qp->sq_tail), qp->req.rd_out, qp->req.rewind,
-					  qp->req.deadline ? (long)(qp->req.deadline - e->now) : -1,
-					  qp->req.fast_deadline ? (long)(qp->req.fast_deadline - e->now) : -1,
-					  qp->req.rnr_until ? (long)(qp->req.rnr_until - e->now) : -1,
-					  qp->resp.epsn, qp->resp.rd_len,
-					  qp->resp.rd[qp->resp.rd_head].psn, qp->resp.rd[qp->resp.rd_head].sent,
-					  qp->resp.rd[qp->resp.rd_head].end, qp->resp.rd[qp->resp.rd_head].len,
-					  qp->resp.msg, e->ctx->cnt->retrans_pkts,
-					  e->ctx->cnt->timeouts, e->ctx->cnt->seq_naks_sent,
-					  e->ctx->cnt->seq_naks_rcvd);
+			dump_qps(e);
 		}
 	}
+	turn_of = NULL;
+	pthread_mutex_unlock(&e->run);
 	return NULL;
+}
+
+/* CPUs this process may run on. */
+static int cpus_allowed(void)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return 1;
+	return CPU_COUNT(&set);
+}
+
+/* Up to this many CPUs, UROCE_PROGRESS=auto lets application threads run
+ * the engine's turns: the engine thread would wait for a core behind the
+ * application's pollers. With more, the engine thread's core is a gain
+ * (measured: docs/design.md, "Who runs the transport"). */
+#define AUTO_APP_MAX_CPUS 4
+
+/* UROCE_PROGRESS=auto|app|engine and UROCE_PARK_US (docs/design.md, "Who
+ * runs the transport"). */
+static int progress_init(struct uroce_engine *e)
+{
+	const char *p = getenv("UROCE_PROGRESS"), *k = getenv("UROCE_PARK_US");
+	char *end;
+	unsigned long us = 200;
+	int n = cpus_allowed();
+
+	e->app_progress = n <= AUTO_APP_MAX_CPUS;
+	if (p && *p && strcmp(p, "auto")) {
+		if (!strcmp(p, "engine")) {
+			e->app_progress = 0;
+		} else if (!strcmp(p, "app")) {
+			e->app_progress = 1;
+		} else {
+			uroce_err("UROCE_PROGRESS=%s: expected auto, app or engine", p);
+			return -1;
+		}
+	} else {
+		uroce_info("UROCE_PROGRESS=auto: %s progress (%d CPU%s allowed; application "
+			   "threads take the engine's turns up to %d)",
+			   e->app_progress ? "app" : "engine", n, n == 1 ? "" : "s", AUTO_APP_MAX_CPUS);
+	}
+	if (k && *k) {
+		errno = 0;
+		us = strtoul(k, &end, 10);
+		if (errno || *end || us < 16 || us > 1000000) {
+			uroce_err("UROCE_PARK_US=%s: expected microseconds from 16 to 1000000", k);
+			return -1;
+		}
+	}
+	e->park_max_ns = us * 1000ull;
+	return 0;
 }
 
 int uroce_eng_start(struct uroce_ctx *ctx)
@@ -1717,7 +1889,7 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 		return ENOMEM;
 	e->ctx = ctx;
 	e->cmd_tail = &e->cmd_head;
-	e->epfd = e->efd = e->mailbox.fd = -1;
+	e->epfd = e->efd = e->park_fd = e->mailbox.fd = -1;
 	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
 		e->out[i].fd = -1;
 	e->uid = getuid();
@@ -1746,13 +1918,20 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 			   (unsigned long)(e->fault.delay_ns / 1000));
 	pthread_mutex_init(&e->cmd_lock, NULL);
 	pthread_cond_init(&e->cmd_cond, NULL);
+	pthread_mutex_init(&e->run, NULL);
+	if (progress_init(e)) {
+		free(e);
+		return EINVAL;
+	}
 	e->rx_buf = malloc((size_t)RX_BATCH * RX_BUF);
 	e->qtab = calloc(QTAB_SIZE, sizeof(*e->qtab));
 	e->epfd = epoll_create1(EPOLL_CLOEXEC);
+	e->park_fd = epoll_create1(EPOLL_CLOEXEC);
 	e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!e->rx_buf || !e->qtab || e->epfd < 0 || e->efd < 0)
+	if (!e->rx_buf || !e->qtab || e->epfd < 0 || e->efd < 0 || e->park_fd < 0)
 		goto fail;
-	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->efd, &ev) < 0)
+	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->efd, &ev) < 0 ||
+	    epoll_ctl(e->park_fd, EPOLL_CTL_ADD, e->efd, &ev) < 0)
 		goto fail;
 	e->mailbox.fd = e->be->mailbox_open(&e->slot);
 	if (e->mailbox.fd < 0) {
@@ -1780,6 +1959,8 @@ fail:
 		close(e->epfd);
 	if (e->efd >= 0)
 		close(e->efd);
+	if (e->park_fd >= 0)
+		close(e->park_fd);
 	if (e->mailbox.fd >= 0)
 		close(e->mailbox.fd);
 	free(e->rx_buf);
@@ -1815,8 +1996,10 @@ void uroce_eng_stop(struct uroce_ctx *ctx)
 	close(e->mailbox.fd);
 	close(e->epfd);
 	close(e->efd);
+	close(e->park_fd);
 	free(e->rx_buf);
 	free(e->qtab);
+	pthread_mutex_destroy(&e->run);
 	pthread_mutex_destroy(&e->cmd_lock);
 	pthread_cond_destroy(&e->cmd_cond);
 	free(e);

@@ -496,7 +496,14 @@ void uroce_eng_stop(struct uroce_ctx *ctx);
 void uroce_eng_call(struct uroce_ctx *ctx, void (*fn)(void *), void *arg);
 /* Tells the engine a QP has new work (posted WQEs). Lock-free; returns 1
  * when it had to wake the engine (one eventfd write, a system call). */
+/* 0: the engine is awake; 1: woken with a system call; 2: this thread
+ * did the engine's turn itself (UROCE_PROGRESS=app) */
 int uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp);
+/* UROCE_PROGRESS=app (the default): an application thread in
+ * ibv_poll_cq/ibv_post_send runs the engine's turn itself when the engine
+ * is idle (1 if it did); unpark: it stops polling (arms a CQ). */
+int uroce_eng_app_turn(struct uroce_ctx *ctx);
+void uroce_eng_unpark(struct uroce_ctx *ctx);
 int uroce_eng_is_self(struct uroce_ctx *ctx);
 void uroce_eng_activate(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_deactivate(struct uroce_engine *e, struct uroce_qp *qp);

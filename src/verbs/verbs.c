@@ -353,9 +353,15 @@ static int poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 {
 	struct uroce_cq *cq = to_ucq(ibcq);
 	uint32_t cons, prod, n;
+	int turn = 0;
 
 	if (num <= 0)
 		return num < 0 ? -1 : 0;
+	/* Nothing there: if the engine is idle, do its work from here (the
+	 * packets this poll waits for may be in a socket already). */
+	if (atomic_load_explicit(&cq->prod, memory_order_acquire) ==
+	    atomic_load_explicit(&cq->cons, memory_order_relaxed))
+		turn = uroce_eng_app_turn(to_uctx(ibcq->context));
 	pthread_spin_lock(&cq->poll_lock);
 	cons = atomic_load_explicit(&cq->cons, memory_order_relaxed);
 	prod = atomic_load_explicit(&cq->prod, memory_order_acquire);
@@ -365,9 +371,9 @@ static int poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	atomic_store_explicit(&cq->cons, cons + n, memory_order_release);
 	pthread_spin_unlock(&cq->poll_lock);
 	for (uint32_t i = 0; i < n; i++)
-		uroce_trace("poll_cq", "qpn=0x%x wr_id=%llu status=%d opcode=%d byte_len=%u syscall=0",
+		uroce_trace("poll_cq", "qpn=0x%x wr_id=%llu status=%d opcode=%d byte_len=%u syscall=0 turn=%d",
 			    wc[i].qp_num, (unsigned long long)wc[i].wr_id, (int)wc[i].status,
-			    (int)wc[i].opcode, wc[i].byte_len);
+			    (int)wc[i].opcode, wc[i].byte_len, turn);
 	return (int)n;
 }
 
@@ -375,6 +381,9 @@ static int req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	atomic_store(&to_ucq(ibcq)->armed, solicited_only ? 2 : 1);
 	atomic_thread_fence(memory_order_seq_cst); /* see uroce_cq_push */
+	/* the application is going to sleep on its channel: the engine
+	 * thread must watch the sockets again */
+	uroce_eng_unpark(to_uctx(ibcq->context));
 	return 0;
 }
 
@@ -1609,9 +1618,9 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	}
 	pthread_spin_unlock(&qp->sq_lock);
 	if (posted) {
-		int syscall = uroce_eng_doorbell(qp->ctx, qp);
+		int r = uroce_eng_doorbell(qp->ctx, qp);
 
-		uroce_trace("doorbell", "qpn=0x%x syscall=%d", qp->qpn, syscall);
+		uroce_trace("doorbell", "qpn=0x%x syscall=%d turn=%d", qp->qpn, r == 1, r == 2);
 	}
 	if (ret)
 		*bad = wr;

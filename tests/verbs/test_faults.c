@@ -279,6 +279,40 @@ T_CASE(bad_setting_fails_open)
 	ibv_free_device_list(l);
 }
 
+/* UROCE_PROGRESS and UROCE_PARK_US: a value out of their sets fails the
+ * open with EINVAL (the error names it), a good one opens. */
+static void open_with(const char *name, const char *val, int want_ok)
+{
+	struct ibv_device **l;
+	struct ibv_context *c;
+
+	setenv(name, val, 1);
+	l = ibv_get_device_list(NULL);
+	T_ASSERT(l && l[0]);
+	errno = 0;
+	c = ibv_open_device(l[0]);
+	if (want_ok) {
+		T_ASSERTF(c, "ibv_open_device refused %s=%s: %s", name, val, strerror(errno));
+		T_EQ_INT(ibv_close_device(c), 0);
+	} else {
+		T_ASSERTF(!c, "ibv_open_device accepted %s=%s", name, val);
+		T_EQ_INT(errno, EINVAL);
+	}
+	ibv_free_device_list(l);
+	unsetenv(name);
+}
+
+T_CASE(progress_settings_checked)
+{
+	open_with("UROCE_PROGRESS", "fast", 0);
+	open_with("UROCE_PROGRESS", "app", 1);
+	open_with("UROCE_PROGRESS", "engine", 1);
+	open_with("UROCE_PROGRESS", "auto", 1);
+	open_with("UROCE_PARK_US", "5", 0);
+	open_with("UROCE_PARK_US", "100x", 0);
+	open_with("UROCE_PARK_US", "500", 1);
+}
+
 int main(int argc, char **argv)
 {
 	return t_run(argc, argv);
