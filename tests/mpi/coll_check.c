@@ -1,6 +1,6 @@
 /* coll_check: MPI collectives with every result checked (issue 13).
  *
- *   mpirun ... coll_check [-n ITERS] [-m MAXBYTES] [-t SECONDS] [-k RANK]
+ *   mpirun ... coll_check [-n ITERS] [-m MAXBYTES] [-t SECONDS] [-k RANK [-s]]
  *
  * Per iteration and per size (8 B .. MAXBYTES per rank, x16 each step):
  * MPI_Allreduce (double sum and int max), MPI_Allgather, MPI_Alltoall and
@@ -15,7 +15,11 @@
  * -t SECONDS: keep repeating the iterations for that long (loops, then the
  * summary); -k RANK: that rank prints "killme PID" and keeps going (a test
  * kills it from outside). Both are for the failure test: the other ranks
- * must leave with an error, not hang. */
+ * must leave with an error, not hang. -s (with -k): instead of collectives,
+ * every other rank streams 4 KiB messages to RANK, which receives them all:
+ * a peer frozen by SIGSTOP is only noticed by a sender with work in flight
+ * (RC has no keepalive), and in a collective every rank may be waiting to
+ * receive at the moment of the stop. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -131,19 +135,20 @@ static void one_round(size_t maxbytes, int it)
 
 int main(int argc, char **argv)
 {
-	int iters = 3, opt, kill_rank = -1, nsizes = 0, it = 0;
+	int iters = 3, opt, kill_rank = -1, nsizes = 0, it = 0, stream = 0;
 	size_t maxbytes = 1 << 20;
 	double secs = 0;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-	while ((opt = getopt(argc, argv, "n:m:t:k:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:m:t:k:s")) != -1) {
 		switch (opt) {
 		case 'n': iters = atoi(optarg); break;
 		case 'm': maxbytes = strtoull(optarg, NULL, 0); break;
 		case 't': secs = atof(optarg); break;
 		case 'k': kill_rank = atoi(optarg); break;
+		case 's': stream = 1; break;
 		default:
 			if (!rank)
 				fprintf(stderr, "usage: coll_check [-n ITERS] [-m MAXBYTES] [-t SECONDS] [-k RANK]\n");
@@ -158,6 +163,32 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	double t0 = MPI_Wtime();
+	if (stream && kill_rank >= 0 && kill_rank < nranks) {
+		static char msg[4096];
+		long n = 0;
+
+		/* the victim takes one message from each sender per round;
+		 * rank 0's clock decides when all stop, every 256 rounds */
+		for (int go = 1; go;) {
+			for (int j = 0; j < 256; j++, n++) {
+				if (rank == kill_rank) {
+					for (int i = 0; i < nranks - 1; i++)
+						MPI_Recv(msg, sizeof(msg), MPI_CHAR, MPI_ANY_SOURCE, 7,
+							 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+				} else {
+					memset(msg, (int)(n & 0xff), sizeof(msg));
+					MPI_Send(msg, sizeof(msg), MPI_CHAR, kill_rank, 7, MPI_COMM_WORLD);
+				}
+			}
+			go = MPI_Wtime() - t0 < (secs > 0 ? secs : 1);
+			MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
+		}
+		MPI_Barrier(MPI_COMM_WORLD);
+		if (!rank)
+			printf("coll_check stream ok (%ld rounds)\n", n);
+		MPI_Finalize();
+		return 0;
+	}
 	do {
 		for (int k = 0; k < iters; k++, it++)
 			one_round(maxbytes, it);
