@@ -410,6 +410,7 @@ static int explain(const struct evs *E, const struct explain_opts *o, struct exp
 	ntx_want = rdatomic ? (op == XOP_READ ? (npk + 63) / 64 : 1) : npk;
 
 	/* 3 and 4: memory reads and packets of this WR */
+	long tx0 = -1; /* the first packet's event: packets may arrive before the last leaves */
 	{
 		uint32_t ntx = 0, nread = 0;
 		long from = last + 1;
@@ -436,6 +437,8 @@ static int explain(const struct evs *E, const struct explain_opts *o, struct exp
 					    : " (zero copy)");
 			} else if (is(e, "pkt_tx") && psn_in(num(e, "psn"), psn0, npk)) {
 				ntx++;
+				if (tx0 < 0)
+					tx0 = i;
 				if (dqpn < 0)
 					dqpn = num(e, "dqpn");
 				add(x, 4, e, 0, "packet sent: %s PSN 0x%llx, payload %lld bytes, %lld bytes "
@@ -460,7 +463,9 @@ static int explain(const struct evs *E, const struct explain_opts *o, struct exp
 		uint32_t nrx = 0, nplace = 0;
 		long first_rx = -1;
 
-		for (i = last + 1; i < E->n && nrx < ntx_want; i++) {
+		/* from the first packet sent: with a small window the first
+		 * ones are received (and ACKed) before the last is sent */
+		for (i = (tx0 >= 0 ? tx0 : last) + 1; i < E->n && nrx < ntx_want; i++) {
 			const struct ev *e = &E->v[i];
 
 			if (!is(e, "pkt_rx") || num(e, "qpn") != dqpn || !psn_in(num(e, "psn"), psn0, npk))
