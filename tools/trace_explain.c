@@ -192,6 +192,9 @@ struct expl {
 	uint64_t t0;
 	const char *missing[16];
 	int nmissing;
+	/* transport steps explained (descriptor taken, first packet received)
+	 * that an application thread ran itself (UROCE_PROGRESS=app) */
+	int app_work;
 };
 
 static void add(struct expl *x, int n, const struct ev *e, int remote, const char *fmt, ...)
@@ -318,10 +321,6 @@ static long find(const struct evs *E, long from, int pid, const char *name, int6
 	return -1;
 }
 
-/* explained transport steps (descriptor taken, first packet received) that
- * an application thread ran itself (UROCE_PROGRESS=app) */
-static int app_work;
-
 static int explain(const struct evs *E, const struct explain_opts *o, struct expl *x,
 		   int *out_req, int *out_resp, long *out_app_tid, long *engine_tids, int *nengine)
 {
@@ -404,7 +403,7 @@ static int explain(const struct evs *E, const struct explain_opts *o, struct exp
 					"the idle engine's turn (UROCE_PROGRESS=app: no hand-off, no "
 					"wakeup): PSN 0x%x, %u packet%s",
 			    W->tid, psn0, npk, npk == 1 ? "" : "s");
-		app_work += !W->engine;
+		x->app_work += !W->engine;
 		last = i;
 	}
 	ntx_want = rdatomic ? (op == XOP_READ ? (npk + 63) / 64 : 1) : npk;
@@ -475,7 +474,7 @@ static int explain(const struct evs *E, const struct explain_opts *o, struct exp
 				*out_resp = B;
 				engine_tids[(*nengine)++] = e->tid;
 				first_rx = i;
-				app_work += !e->engine;
+				x->app_work += !e->engine;
 			}
 			if (e->pid != B)
 				continue;
@@ -746,7 +745,7 @@ int explain_dir(const char *dir, const struct explain_opts *o)
 	       "  itself (the kernel's UDP send is the DMA read); the responder wrote it straight\n"
 	       "  into the target MR (one copy from the socket buffer: the kernel needs a buffer\n"
 	       "  before the QP is known).\n");
-	if (neng > 0 && !app_work)
+	if (neng > 0 && !x.app_work)
 		printf("offload: segmentation, PSNs, ACKs, timers and the completion ran on engine thread%s "
 		       "%ld%s%.0ld, never on the application thread %ld.\n",
 		       neng > 1 ? "s" : "", eng[0], neng > 1 ? " and " : "", neng > 1 ? eng[1] : 0L,

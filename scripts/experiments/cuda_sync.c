@@ -17,40 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char ptx[] =
-"\n"
-".version 7.0\n"
-".target sm_80\n"
-".address_size 64\n"
-"\n"
-"	// .globl	spin\n"
-"\n"
-".visible .entry spin(\n"
-"	.param .u64 spin_param_0,\n"
-"	.param .u64 spin_param_1\n"
-")\n"
-"{\n"
-"	.reg .pred 	%p<2>;\n"
-"	.reg .b32 	%r<3>;\n"
-"	.reg .b64 	%rd<5>;\n"
-"\n"
-"\n"
-"	ld.param.u64 	%rd3, [spin_param_0];\n"
-"	ld.param.u64 	%rd4, [spin_param_1];\n"
-"	cvta.to.global.u64 	%rd1, %rd4;\n"
-"	cvta.to.global.u64 	%rd2, %rd3;\n"
-"\n"
-"$L__BB0_1:\n"
-"	ld.volatile.global.u32 	%r1, [%rd2];\n"
-"	setp.eq.s32 	%p1, %r1, 0;\n"
-"	@%p1 bra 	$L__BB0_1;\n"
-"\n"
-"	mov.u32 	%r2, 1;\n"
-"	st.global.u32 	[%rd1], %r2;\n"
-"	ret;\n"
-"\n"
-"}\n"
-"\n";
+#include "../../tests/gpu/spin_ptx.h"
 
 #define F(name, ret, args) static ret(*p_##name) args
 F(cuInit, CUresult, (unsigned));
@@ -173,7 +140,7 @@ static int child(int vmm, int x)
 		CK(p_cuMemAlloc_v2(&junk, 1 << 20));
 	CK(p_cuMemHostAlloc((void **)&one, 4096, 1 /* PORTABLE */));
 	*one = 1;
-	CK(p_cuModuleLoadData(&mod, ptx));
+	CK(p_cuModuleLoadData(&mod, uroce_spin_ptx));
 	CK(p_cuModuleGetFunction(&fn, mod, "spin"));
 	CK(p_cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
 	if (method == M_PRIM) {

@@ -265,22 +265,8 @@ T_CASE(ecn_marks_and_cnps_counted)
 	tv_pair_close(&p);
 }
 
-T_CASE(bad_setting_fails_open)
-{
-	struct ibv_device **l;
-	struct ibv_context *c;
-
-	setenv("UROCE_LOSS", "1.5", 1);
-	l = ibv_get_device_list(NULL);
-	T_ASSERT(l && l[0]);
-	c = ibv_open_device(l[0]);
-	T_ASSERTF(!c, "ibv_open_device accepted UROCE_LOSS=1.5");
-	T_EQ_INT(errno, EINVAL);
-	ibv_free_device_list(l);
-}
-
-/* UROCE_PROGRESS and UROCE_PARK_US: a value out of their sets fails the
- * open with EINVAL (the error names it), a good one opens. */
+/* A setting out of its range fails the open with EINVAL (the error names
+ * it), a good one opens. */
 static void open_with(const char *name, const char *val, int want_ok)
 {
 	struct ibv_device **l;
@@ -301,6 +287,8 @@ static void open_with(const char *name, const char *val, int want_ok)
 	ibv_free_device_list(l);
 	unsetenv(name);
 }
+
+T_CASE(bad_setting_fails_open) { open_with("UROCE_LOSS", "1.5", 0); }
 
 T_CASE(progress_settings_checked)
 {

@@ -19,9 +19,9 @@
  * a GPU, saying why. The CUDA driver is loaded with dlopen. */
 #include <dlfcn.h>
 #include <pthread.h>
-#include <time.h>
 
 #include "common.h"
+#include "../gpu/spin_ptx.h"
 
 typedef int CUresult;
 typedef uint64_t CUdeviceptr;
@@ -378,43 +378,7 @@ T_CASE(cumem_dmabuf) { nccl_path(1, 1); }
 T_CASE(cumemalloc_reg_mr) { nccl_path(0, 0); }
 T_CASE(cumemalloc_dmabuf) { nccl_path(0, 1); }
 
-/* spin(flag, done): while (*(volatile unsigned *)flag == 0); *done = 1;
- * (nvcc -ptx -arch=compute_80 of those two lines) */
-static const char spin_ptx[] =
-	".version 7.0\n"
-	".target sm_80\n"
-	".address_size 64\n"
-	"	// .globl	spin\n"
-	".visible .entry spin(\n"
-	"	.param .u64 spin_param_0,\n"
-	"	.param .u64 spin_param_1\n"
-	")\n"
-	"{\n"
-	"	.reg .pred 	%p<2>;\n"
-	"	.reg .b32 	%r<3>;\n"
-	"	.reg .b64 	%rd<5>;\n"
-	"	ld.param.u64 	%rd3, [spin_param_0];\n"
-	"	ld.param.u64 	%rd4, [spin_param_1];\n"
-	"	cvta.to.global.u64 	%rd1, %rd4;\n"
-	"	cvta.to.global.u64 	%rd2, %rd3;\n"
-	"$L__BB0_1:\n"
-	"	ld.volatile.global.u32 	%r1, [%rd2];\n"
-	"	setp.eq.s32 	%p1, %r1, 0;\n"
-	"	@%p1 bra 	$L__BB0_1;\n"
-	"	mov.u32 	%r2, 1;\n"
-	"	st.global.u32 	[%rd1], %r2;\n"
-	"	ret;\n"
-	"}\n";
-
 static CUdeviceptr junk;
-
-static double mono_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* The application thread: a cuMemFree while the kernel runs. By the
  * implicit synchronization rules it returns only after the kernel ends. */
@@ -458,7 +422,7 @@ T_CASE(cumem_write_while_kernel_polls)
 	((uint32_t *)src.p)[0] = 1;
 	flag = g.d;
 	done = g.d + 64;
-	T_EQ_INT(cu.mod_load(&mod, spin_ptx), 0);
+	T_EQ_INT(cu.mod_load(&mod, uroce_spin_ptx), 0);
 	T_EQ_INT(cu.mod_fn(&fn, mod, "spin"), 0);
 	T_EQ_INT(cu.stream_new(&stream, 1 /* CU_STREAM_NON_BLOCKING */), 0);
 	T_EQ_INT(cu.alloc(&junk, 1 << 20), 0);
@@ -467,8 +431,8 @@ T_CASE(cumem_write_while_kernel_polls)
 	usleep(100000); /* the application is in cuMemFree now */
 	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, 1, &src, 0, 4, g.d, mr->rkey, 0,
 			  IBV_SEND_SIGNALED), 0);
-	t0 = mono_s();
-	while (mono_s() - t0 < 10 && !(finished = cu.stream_query(stream) == 0))
+	t0 = tv_now();
+	while (tv_now() - t0 < 10 && !(finished = cu.stream_query(stream) == 0))
 		usleep(1000);
 	T_ASSERTF(finished, "the kernel still waits for the WRITE's bytes after 10 s: the "
 		  "engine's copy is stuck behind the application's cuMemFree");
