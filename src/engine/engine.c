@@ -81,6 +81,12 @@ struct uroce_engine {
 	int app_progress;
 	int park_fd;                 /* epoll set with efd alone */
 	_Atomic uint64_t app_poll_ns; /* an application thread's last turn */
+	/* When the sleeping engine thread wakes by itself (UINT64_MAX: only
+	 * for an event; 0: awake). A turn of an application thread may arm a
+	 * timer due before that, and must then wake it: the application may
+	 * never poll this engine again (it posts on one context and polls
+	 * another), and a lost last packet would wait forever. */
+	_Atomic uint64_t sleep_until;
 	uint64_t park_ns, park_max_ns;
 	_Atomic(struct uroce_qp *) db_head;
 
@@ -95,6 +101,10 @@ struct uroce_engine {
 	uint64_t spin_ns;
 
 	uint64_t queued;             /* datagrams handed to uroce_eng_send */
+	/* This turn left received datagrams unread (a socket had more than a
+	 * turn's share), and since when that has been so every turn. */
+	int rx_backlog;
+	uint64_t backlog_since;
 
 	/* tx batch: datagrams for one socket */
 	int tx_fd;
@@ -1538,8 +1548,10 @@ static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 		if (e->ndirty)
 			flush_out(e);
 		if (n < (limit ? 2 : RX_BATCH))
-			break;
+			return;
 	}
+	if (!limit)
+		e->rx_backlog = 1; /* left unread: see hold_timers() */
 }
 
 /* ---- loop ---- */
@@ -1621,13 +1633,39 @@ static int turn_begin(struct uroce_engine *e)
 	return work;
 }
 
+/* Whether the requesters' retransmission timers wait this turn: they do
+ * while this engine's own sockets hold datagrams it has not read yet (the
+ * ACKs may be among them), up to BACKLOG_HOLD_NS of unbroken backlog. A
+ * NIC reads its input at line rate, so its timers never fire on answers
+ * waiting inside it; a software engine behind on its input would resend
+ * what was already answered, charge retries for its own slowness, and,
+ * each resend costing it more, fail QPs whose peers are alive (16,000 QPs
+ * in one process, one WRITE each: RETRY_EXC_ERR with 20,000 datagrams
+ * unread). The bound keeps a flood from hiding a dead peer for long. */
+#define BACKLOG_HOLD_NS 1000000000ull
+
+static int hold_timers(struct uroce_engine *e)
+{
+	if (!e->rx_backlog) {
+		e->backlog_since = 0;
+		return 0;
+	}
+	if (!e->backlog_since)
+		e->backlog_since = e->now;
+	if (e->now - e->backlog_since > BACKLOG_HOLD_NS)
+		return 0;
+	e->ctx->cnt->timer_holds++;
+	return 1;
+}
+
 /* The part of a turn after waiting: nev events from the epoll set, held
  * packets, timers, the active QPs, the tx batch. */
 static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int nev)
 {
-	int work = 0;
+	int work = 0, hold;
 
 	e->now = uroce_now_ns();
+	e->rx_backlog = 0;
 	for (int i = 0; i < nev; i++) {
 		if (!evs[i].data.ptr) {
 			uint64_t v;
@@ -1644,6 +1682,7 @@ static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int n
 		release_held(e, 0);
 	if (unlikely(e->rxr_resume))
 		rx_rate_resume(e);
+	hold = hold_timers(e);
 	for (struct uroce_qp *qp = e->active, *next; qp; qp = next) {
 		uint64_t before = e->queued;
 		uint32_t tail = atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
@@ -1652,7 +1691,8 @@ static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int n
 		if (qp->type == IBV_QPT_UD) {
 			uroce_ud_progress(e, qp, e->now);
 		} else {
-			uroce_req_timers(e, qp, e->now);
+			if (!hold)
+				uroce_req_timers(e, qp, e->now);
 			uroce_req_progress(e, qp, e->now);
 			uroce_resp_progress(e, qp, e->now);
 			uroce_resp_flush_ack(e, qp, e->now);
@@ -1666,6 +1706,24 @@ static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int n
 	}
 	uroce_eng_flush(e);
 	return work;
+}
+
+/* After an application thread's turn: wake the sleeping engine thread if
+ * a timer is now due well before it wakes by itself. Up to park_max_ns
+ * late is accepted: the engine thread parks no longer than that while an
+ * application polls, and waking it per turn would cost the system call
+ * that application progress saves. */
+static void wake_for_deadline(struct uroce_engine *e)
+{
+	uint64_t until = atomic_load(&e->sleep_until), d;
+
+	if (!until || !atomic_load(&e->sleeping))
+		return;
+	d = next_deadline(e);
+	if (d == UINT64_MAX || d + e->park_max_ns >= until)
+		return;
+	atomic_store(&e->sleep_until, 0); /* one wakeup; it sets a new time */
+	wake(e);
 }
 
 /* An application thread's turn, if the engine is idle (nobody holds run):
@@ -1686,6 +1744,7 @@ int uroce_eng_app_turn(struct uroce_ctx *ctx)
 	turn_begin(e);
 	nev = epoll_wait(e->epfd, evs, MAX_EVENTS, 0);
 	turn_end(e, evs, nev > 0 ? nev : 0);
+	wake_for_deadline(e);
 	turn_of = NULL;
 	pthread_mutex_unlock(&e->run);
 	return 1;
@@ -1796,11 +1855,16 @@ static void *engine_main(void *arg)
 		}
 		if (tsp != &ts || ts.tv_sec || ts.tv_nsec) {
 			/* asleep: application threads may take turns meanwhile */
+			atomic_store(&e->sleep_until,
+				     tsp ? e->now + (uint64_t)ts.tv_sec * 1000000000ull +
+						   (uint64_t)ts.tv_nsec
+					 : UINT64_MAX);
 			turn_of = NULL;
 			pthread_mutex_unlock(&e->run);
 			nev = epoll_pwait2(fd, evs, MAX_EVENTS, tsp, NULL);
 			pthread_mutex_lock(&e->run);
 			turn_of = e;
+			atomic_store(&e->sleep_until, 0);
 			if (fd == e->park_fd && nev > 0) {
 				/* woken on the eventfd (a command, a doorbell,
 				 * unpark): read the sockets too */

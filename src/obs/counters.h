@@ -71,7 +71,8 @@
 	X(ooo_full, "packets after a gap dropped: no room to hold them")              \
 	X(gap_filled, "gaps at the expected PSN filled before they were reported")    \
 	X(rd_placed_ahead, "READ responses placed ahead of a gap")                    \
-	X(rx_sock_drops, "packets the kernel dropped: receive socket buffer full")
+	X(rx_sock_drops, "packets the kernel dropped: receive socket buffer full")    \
+	X(timer_holds, "engine turns whose retransmission timers waited for unread input")
 
 struct uroce_counters {
 #define X(n, d) uint64_t n;

@@ -301,6 +301,40 @@ T_CASE(progress_settings_checked)
 	open_with("UROCE_PARK_US", "500", 1);
 }
 
+/* UROCE_PROGRESS=app: the application posts a SEND on one context, whose
+ * engine thread sleeps with nothing to wait for, and polls only the other
+ * context. The SEND's one packet is lost (UROCE_DROP_NTH: the receiving
+ * engine's first packet), so only the sender's retransmission timer, armed
+ * in the application's turn, brings it: the sleeping engine thread must
+ * be woken for it. Before that fix the SEND never arrived (CI: the
+ * tx_loss_1pct_dup_1pct case waited 120 s). */
+T_CASE(app_progress_lost_packet_other_context)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	struct ibv_wc wc;
+
+	setenv("UROCE_PROGRESS", "app", 1);
+	setenv("UROCE_DROP_NTH", "1", 1);
+	o.separate_ctx = 1;
+	tv_pair_open(&p, &o);
+	tv_buf_alloc(&a, p.a.pd, 4096, TV_ACCESS_ALL);
+	tv_buf_alloc(&b, p.b.pd, 4096, TV_ACCESS_ALL);
+	tv_fill(a.p, 256, 7);
+	T_EQ_INT(tv_post_recv1(p.b.qp, 1, &b, 0, 4096), 0);
+	usleep(100 * 1000); /* the engine threads fall asleep with no timer */
+	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_SEND, 1, &a, 0, 256, 0, 0, 0, IBV_SEND_SIGNALED), 0);
+	wc = tv_expect_wc_to(p.b.rcq, p.b.qp, 1, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
+	T_EQ_INT(wc.byte_len, 256);
+	T_PATTERN(b.p, 256, 7, 0);
+	tv_expect_wc(p.a.scq, p.a.qp, 1, IBV_WC_SUCCESS, IBV_WC_SEND);
+	T_GE_INT(TV_COUNTER(retrans_pkts), 1);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+}
+
 int main(int argc, char **argv)
 {
 	return t_run(argc, argv);
