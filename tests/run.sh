@@ -13,6 +13,10 @@ export UROCE_NETDEV=${UROCE_NETDEV:-lo}
 export PATH="$build/bin:$PATH"
 tp=0 tf=0 ts=0
 failed_list=()
+# The failures again at the end, with what their logs said: CI shows the
+# tail of the output only.
+recap=$(mktemp)
+trap 'rm -f "$recap"' EXIT
 
 run_one() { # name, command...
 	local name=$1; shift
@@ -32,6 +36,7 @@ run_one() { # name, command...
 		if [ "$f" -ne 0 ] || [ "$rc" -ne 0 ]; then
 			[ "$f" -eq 0 ] && tf=$((tf + 1))
 			failed_list+=("$name")
+			{ echo "== $name"; grep -A 12 -E '^FAIL ' "$log" | head -60; } >>"$recap"
 		fi
 	else
 		echo "FAIL $name (exit $rc, no summary line)"
@@ -65,6 +70,10 @@ for s in "${suites[@]}"; do
 	esac
 done
 echo
-[ ${#failed_list[@]} -gt 0 ] && echo "failed: ${failed_list[*]}"
+if [ ${#failed_list[@]} -gt 0 ]; then
+	echo "---- the failures again (12 lines after each FAIL, 60 per program)"
+	head -300 "$recap"
+	echo "failed: ${failed_list[*]}"
+fi
 echo "$tp passed, $tf failed, $ts skipped"
 [ "$tf" -eq 0 ]
