@@ -604,6 +604,10 @@ int uroce_req_gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, ui
 uint64_t uroce_req_next_deadline(const struct uroce_qp *qp);
 /* A CNP for the QP arrived (DCQCN reaction point, cc.h). */
 void uroce_req_cnp(struct uroce_qp *qp, uint64_t now);
+/* The QP's pacer for its responder traffic (READ responses): may one leave
+ * now (else cc.pace_until says when), and what one cost. */
+int uroce_req_cc_may_send(struct uroce_qp *qp, uint64_t now);
+void uroce_req_cc_sent(struct uroce_qp *qp, uint64_t now, uint32_t paylen);
 int uroce_req_busy(const struct uroce_qp *qp);
 
 /* ud.c: UD requester and receiver (engine thread). */

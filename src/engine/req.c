@@ -125,6 +125,19 @@ static inline void cc_sent(struct uroce_qp *qp, uint64_t now, uint32_t paylen)
 	cc_count(qp, &st);
 }
 
+/* The same pacer for what the QP sends as a responder (READ responses):
+ * DCQCN's rate is the QP's, whatever its packets are (a CNP answers CE
+ * on any packet of the flow, READ responses included). */
+int uroce_req_cc_may_send(struct uroce_qp *qp, uint64_t now)
+{
+	return cc_may_send(qp, now);
+}
+
+void uroce_req_cc_sent(struct uroce_qp *qp, uint64_t now, uint32_t paylen)
+{
+	cc_sent(qp, now, paylen);
+}
+
 /* Gathers [off, off+len) of a WQE's local data into iovecs: host memory in
  * place (zero copy), CUDA memory through the QP's staging window. Returns 0
  * or a completion status (IBV_WC_LOC_PROT_ERR). */

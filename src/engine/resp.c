@@ -1171,6 +1171,10 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 			struct iovec iov;
 			uint8_t *src;
 
+			/* DCQCN paces READ responses as the QP's requests
+			 * (the engine wakes at cc.pace_until) */
+			if (!uroce_req_cc_may_send(qp, uroce_eng_now(e)))
+				return;
 			memset(&tp, 0, sizeof(tp));
 			tp.h.opcode = npk == 1	       ? OP_READ_RESP_ONLY
 				    : k == 0	       ? OP_READ_RESP_FIRST
@@ -1208,6 +1212,7 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 				tp.paylen = len;
 			}
 			uroce_eng_send(e, qp, &tp);
+			uroce_req_cc_sent(qp, uroce_eng_now(e), tp.paylen);
 			budget--;
 			r->sent += len;
 			if (k == npk - 1 || r->sent >= r->end)

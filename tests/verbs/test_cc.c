@@ -28,15 +28,10 @@ static void snap(void)
 #undef X
 }
 
-/* Moves mb MiB a -> b as WRITEs (depth 16), then mb/4 MiB each of READ
- * and SEND, checking every byte. Returns the WRITE goodput in Gb/s. */
-static double xfer(size_t mb, enum ibv_mtu mtu)
+/* Two QPs in contexts (engines) of their own, 16 MiB buffers each. */
+static void open_pair(struct tv_pair *p, struct tv_buf *a, struct tv_buf *b, enum ibv_mtu mtu)
 {
 	struct tv_opts o = tv_opts_default();
-	struct tv_pair p;
-	struct tv_buf a, b;
-	size_t buf = 16u * CHUNK, n = mb, small = mb / 4 < 1 ? 1 : mb / 4 > 16 ? 16 : mb / 4;
-	double t0, secs;
 
 	setenv("UROCE_SEED", "7", 0);
 	o.mtu = mtu;
@@ -44,9 +39,29 @@ static double xfer(size_t mb, enum ibv_mtu mtu)
 	o.max_send_wr = 64;
 	o.max_recv_wr = 64;
 	o.cqe = 256;
-	tv_pair_open(&p, &o);
-	tv_buf_alloc(&a, p.a.pd, buf, TV_ACCESS_ALL);
-	tv_buf_alloc(&b, p.b.pd, buf, TV_ACCESS_ALL);
+	tv_pair_open(p, &o);
+	tv_buf_alloc(a, p->a.pd, 16u * CHUNK, TV_ACCESS_ALL);
+	tv_buf_alloc(b, p->b.pd, 16u * CHUNK, TV_ACCESS_ALL);
+}
+
+static void close_pair(struct tv_pair *p, struct tv_buf *a, struct tv_buf *b)
+{
+	snap();
+	tv_buf_free(a);
+	tv_buf_free(b);
+	tv_pair_close(p);
+}
+
+/* Moves mb MiB a -> b as WRITEs (depth 16), then mb/4 MiB each of READ
+ * and SEND, checking every byte. Returns the WRITE goodput in Gb/s. */
+static double xfer(size_t mb, enum ibv_mtu mtu)
+{
+	struct tv_pair p;
+	struct tv_buf a, b;
+	size_t buf = 16u * CHUNK, n = mb, small = mb / 4 < 1 ? 1 : mb / 4 > 16 ? 16 : mb / 4;
+	double t0, secs;
+
+	open_pair(&p, &a, &b, mtu);
 	tv_fill(a.p, buf, 11);
 
 	t0 = tv_now();
@@ -82,12 +97,35 @@ static double xfer(size_t mb, enum ibv_mtu mtu)
 	for (size_t k = 0; k < small; k++)
 		tv_expect_wc_to(p.a.scq, p.a.qp, k, IBV_WC_SUCCESS, IBV_WC_SEND, 120);
 	T_PATTERN(b.p, small * CHUNK, 13, 0);
-
-	snap();
-	tv_buf_free(&a);
-	tv_buf_free(&b);
-	tv_pair_close(&p);
+	close_pair(&p, &a, &b);
 	return (double)n * CHUNK * 8 / secs / 1e9;
+}
+
+/* READs only: a pulls mb MiB from b (depth 16, every byte checked), so
+ * the data flow is b's READ responses. Returns its goodput in Gb/s. */
+static double xfer_read(size_t mb, enum ibv_mtu mtu)
+{
+	struct tv_pair p;
+	struct tv_buf a, b;
+	double t0, secs;
+
+	open_pair(&p, &a, &b, mtu);
+	tv_fill(b.p, 16u * CHUNK, 14);
+	t0 = tv_now();
+	for (size_t k = 0; k < mb; k++) {
+		size_t slot = k % 16;
+
+		if (k >= 16)
+			tv_expect_wc_to(p.a.scq, p.a.qp, k - 16, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 120);
+		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_READ, k, &a, slot * CHUNK, CHUNK,
+				  (uintptr_t)b.p + slot * CHUNK, b.mr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	}
+	for (size_t k = mb > 16 ? mb - 16 : 0; k < mb; k++)
+		tv_expect_wc_to(p.a.scq, p.a.qp, k, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 120);
+	secs = tv_now() - t0;
+	T_PATTERN(a.p, mb < 16 ? mb * CHUNK : 16u * CHUNK, 14, 0);
+	close_pair(&p, &a, &b);
+	return (double)mb * CHUNK * 8 / secs / 1e9;
 }
 
 static void log_counters(const char *what, double gbps)
@@ -167,6 +205,42 @@ T_CASE(none_ignores_marks)
 	T_EQ_INT(K(cc_pace_waits), 0);
 	T_ASSERTF(g > 2 * LINE_GBPS, "goodput %.3f Gb/s: not above twice the %.1f Gb/s a "
 		  "DCQCN sender is held to", g, LINE_GBPS);
+}
+
+/* READ responses are the responder's data flow: CE on them reaches the
+ * responder as CNPs, and its DCQCN paces them as it paces requests. The
+ * READ requests themselves are 4 per MiB, so whatever holds goodput
+ * under half the line rate is the responses' pacer. */
+T_CASE(dcqcn_paces_read_responses)
+{
+	double g;
+
+	setenv("UROCE_CC", "dcqcn", 1);
+	line_rate();
+	setenv("UROCE_ECN_MARK", "0.5", 1);
+	g = xfer_read(4, IBV_MTU_1024);
+	log_counters("dcqcn READ, 50% marked", g);
+	T_GT_INT(K(cnp_handled), 0);
+	T_GT_INT(K(cc_rate_cuts), 0);
+	T_GT_INT(K(cc_pace_waits), 0);
+	T_ASSERTF(g < LINE_GBPS / 2, "READ goodput %.3f Gb/s: not below half the %.1f Gb/s "
+		  "line rate", g, LINE_GBPS);
+}
+
+/* ... and with UROCE_CC=none the same READs run unpaced. */
+T_CASE(none_leaves_read_responses_unpaced)
+{
+	double g;
+
+	setenv("UROCE_CC", "none", 1);
+	line_rate();
+	setenv("UROCE_ECN_MARK", "0.5", 1);
+	g = xfer_read(64, IBV_MTU_4096);
+	log_counters("none READ, 50% marked", g);
+	T_GT_INT(K(cnp_handled), 0);
+	T_EQ_INT(K(cc_pace_waits), 0);
+	T_ASSERTF(g > 2 * LINE_GBPS, "READ goodput %.3f Gb/s: not above twice the %.1f Gb/s a "
+		  "DCQCN responder is held to", g, LINE_GBPS);
 }
 
 /* The default line rate (100 Gb/s) never holds a packet here. */
