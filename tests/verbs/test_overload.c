@@ -174,6 +174,65 @@ T_CASE(qps_64_at_once)
 	T_EQ_INT(ibv_close_device(cb), 0);
 }
 
+/* More SENDs than receives (IBA 9.7.5.2.8): the sender posts 256 SENDs of
+ * 16 KiB at once into a receiver with 8 receives posted, which reposts 8
+ * at a time only after reading its completions, with pauses. With
+ * rnr_retry 7 (infinite) every SEND must land, in order and intact,
+ * through RNR NAKs and waits; no QP may fail. Both progress modes. */
+static void rnr_overflow(const char *mode)
+{
+	enum { NS = 256, NR = 8 };
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	const size_t n = 16 * KB;
+	uint64_t naks0 = TV_COUNTER(rnr_naks_rcvd);
+	int got = 0;
+
+	setenv("UROCE_PROGRESS", mode, 1);
+	o.mtu = IBV_MTU_4096;
+	o.separate_ctx = 1;
+	o.max_send_wr = NS;
+	o.max_recv_wr = NR;
+	o.cqe = 2 * NS;
+	o.rnr_retry = 7;
+	o.min_rnr_timer = 1; /* 0.01 ms: the sender comes back soon and often */
+	tv_pair_open(&p, &o);
+	tv_buf_alloc(&a, p.a.pd, NS * n, TV_ACCESS_ALL);
+	tv_buf_alloc(&b, p.b.pd, NS * n, TV_ACCESS_ALL);
+	for (int i = 0; i < NS; i++)
+		tv_fill(a.p + (size_t)i * n, n, 500 + (uint64_t)i);
+	for (int i = 0; i < NR; i++)
+		T_EQ_INT(tv_post_recv1(p.b.qp, (uint64_t)i, &b, (size_t)i * n, n), 0);
+	for (int i = 0; i < NS; i++)
+		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_SEND, (uint64_t)i, &a, (size_t)i * n, n, 0, 0, 0,
+				  IBV_SEND_SIGNALED), 0);
+	while (got < NS) {
+		/* the next NR in order, then a pause, then NR more receives */
+		for (int k = 0; k < NR && got < NS; k++, got++) {
+			tv_expect_wc(p.b.rcq, p.b.qp, (uint64_t)got, IBV_WC_SUCCESS, IBV_WC_RECV);
+			T_PATTERN(b.p + (size_t)got * n, n, 500 + (uint64_t)got, 0);
+		}
+		usleep(2000);
+		for (int k = 0; k < NR && got + k < NS; k++)
+			T_EQ_INT(tv_post_recv1(p.b.qp, (uint64_t)(got + k), &b,
+					       (size_t)(got + k) * n, n), 0);
+	}
+	for (int i = 0; i < NS; i++)
+		tv_expect_wc(p.a.scq, p.a.qp, (uint64_t)i, IBV_WC_SUCCESS, IBV_WC_SEND);
+	t_log("%s: %d SENDs through %d receives, %llu RNR NAKs", mode, NS, NR,
+	      (unsigned long long)(TV_COUNTER(rnr_naks_rcvd) - naks0));
+	T_GT_INT(TV_COUNTER(rnr_naks_rcvd) - naks0, 0);
+	T_EQ_INT(TV_COUNTER(rnr_retry_exceeded), 0);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+	unsetenv("UROCE_PROGRESS");
+}
+
+T_CASE(rnr_overflow_engine) { rnr_overflow("engine"); }
+T_CASE(rnr_overflow_app) { rnr_overflow("app"); }
+
 int main(int argc, char **argv)
 {
 	return t_run(argc, argv);
