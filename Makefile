@@ -68,7 +68,7 @@ TLIB_SRCS  := $(sort $(wildcard tests/lib/*.c))
 
 .PHONY: fuzz bench-gpu bench-loss all deps test-deps demo test test-unit test-verbs test-clients bench clean lint check-abi
 all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(TOPO) $(UNIT_BINS) $(VERBS_BINS) $(BUILD)/bench/gpu_bw $(BUILD)/bench/loss_bw \
-     $(BUILD)/bench/incast
+     $(BUILD)/bench/incast $(BUILD)/bench/udp_gso $(BUILD)/bench/idle_qps
 
 deps:
 	@scripts/deps.sh build
@@ -227,6 +227,15 @@ $(BUILD)/bench/loss_bw: bench/loss_bw.c $(LIB)
 	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,--enable-new-dtags
 
 $(BUILD)/bench/incast: bench/incast.c $(LIB) src/obs/counters.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS_SAN) -o $@ $< -L$(BUILD)/lib -l:libibverbs.so.1 \
+	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,--enable-new-dtags
+
+$(BUILD)/bench/udp_gso: bench/udp_gso.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS_SAN) -o $@ $<
+
+$(BUILD)/bench/idle_qps: bench/idle_qps.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS_SAN) -o $@ $< -L$(BUILD)/lib -l:libibverbs.so.1 \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -Wl,--enable-new-dtags

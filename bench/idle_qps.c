@@ -12,7 +12,9 @@
  * connected and carried its WRITE, 1 otherwise (the JSON says how far it got).
  * Public verbs API only, so it runs against any libibverbs.so.1. Built and run
  * by bench/run.sh; not part of the library. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <stdint.h>

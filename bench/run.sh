@@ -27,7 +27,7 @@ if [ "$QUICK" = 1 ]; then
 	REPEAT=${BENCH_REPEAT:-1}
 	SIZES=${BENCH_SIZES:-"8 65536 1048576"}
 	LAT_SIZES="2"
-	QPS_LIST="1 16 64"
+	QPS_LIST="1 4 16 64"
 	IPERF_T=2 SOCKPERF_T=2 CPU_N=10000 LAT_N=5000
 	IDLE_S=${BENCH_IDLE_S:-3}
 else
@@ -117,6 +117,22 @@ if have cc; then
 		say "bench: idle_qps did not build (see $OUT/logs/idle_qps.build.log); skipping idle and 10k-QP checks"
 		FAILED_STEPS+=("build idle_qps")
 	fi
+elif [ -x "$BUILD/bench/idle_qps" ]; then
+	IDLE_BIN=$BUILD/bench/idle_qps # make's, where no compiler is (the GPU machine)
+fi
+
+# udp_gso: the kernel's UDP ceiling with GSO/GRO (issue 15's bar for 1 MiB)
+GSO_BIN=""
+if have cc; then
+	if cc -O2 -std=gnu11 -Wall -o "$LOGDIR/udp_gso" "$BENCH_DIR/udp_gso.c" \
+		>"$LOGS/udp_gso.build.log" 2>&1; then
+		GSO_BIN=$LOGDIR/udp_gso
+	else
+		say "bench: udp_gso did not build (see $OUT/logs/udp_gso.build.log); skipping the UDP GSO ceiling"
+		FAILED_STEPS+=("build udp_gso")
+	fi
+elif [ -x "$BUILD/bench/udp_gso" ]; then
+	GSO_BIN=$BUILD/bench/udp_gso
 fi
 
 # ---------------------------------------------------------------- the steps
@@ -218,6 +234,21 @@ sockperf_pp() {
 	record "$id" "$CUR_PATH" sockperf "sockperf_$proto" 14 1 "$rep" key "$ok" "\"secs\":$SOCKPERF_T,\"pinned\":$SOCKPERF_PIN,\"dir\":\"$id\""
 }
 
+# The UDP GSO/GRO ceiling: REP. Datagrams of the size uroce sends on the
+# path: a 4096 B (1024 B below path MTU 4200) payload, BTH and ICRC.
+udp_gso() {
+	local rep=$1 port id ok=true seg=4112
+	[ -n "$CUR_PATH" ] || return 0
+	id=$CUR_PATH.udp_gso.r$rep
+	[ -n "$GSO_BIN" ] || { record "$id" "$CUR_PATH" udp_gso udp_gso 0 1 "$rep" key false '"skipped":"no C compiler"'; return 0; }
+	[ "$CUR_MTU" -lt 4200 ] && seg=1040
+	port=$(bench_port) || { step_fail "$id"; return 0; }
+	bench_pair "$LOGS/$id" "$SCTX" "$CCTX" plain udp "$port" exit \
+		"$GSO_BIN" server "$SADDR" "$port" "$IPERF_T" -- \
+		"$GSO_BIN" client "$SADDR" "$port" "$IPERF_T" "$seg" || { ok=false; step_fail "$id"; }
+	record "$id" "$CUR_PATH" udp_gso udp_gso "$seg" 1 "$rep" key "$ok" "\"secs\":$IPERF_T,\"dir\":\"$id\""
+}
+
 # idle_qps on loopback: PAIRS SECS PHASE
 idle_qps() {
 	local pairs=$1 secs=$2 phase=$3 id=lo.idle_qps.$3 rc
@@ -288,6 +319,8 @@ for p in "${WANT_PATHS[@]}"; do
 		add $((PT_OVERHEAD + 1)) "$p ib_write_bw 64 KiB (rep $r)" perf_bw ib_write_bw 65536 1 n "$CPU_N" key "$r"
 		add $((IPERF_T + 1)) "$p iperf3 TCP (rep $r)" iperf tcp "$r"
 		add $((IPERF_T + 1)) "$p iperf3 UDP (rep $r)" iperf udp "$r"
+		add $((IPERF_T + 1)) "$p UDP GSO/GRO ceiling (rep $r)" udp_gso "$r"
+		add $((PT_OVERHEAD + BENCH_D)) "$p ib_write_bw 1 MiB (rep $r)" perf_bw ib_write_bw 1048576 1 D "$BENCH_D" key "$r"
 		add $((PT_OVERHEAD + 1)) "$p ib_send_lat 2 B (rep $r)" perf_lat ib_send_lat 2 "$LAT_N" key "$r"
 		add $((SOCKPERF_T + 1)) "$p sockperf UDP (rep $r)" sockperf_pp udp "$r"
 		add $((SOCKPERF_T + 1)) "$p sockperf TCP (rep $r)" sockperf_pp tcp "$r"
