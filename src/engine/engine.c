@@ -128,6 +128,8 @@ struct uroce_engine {
 	struct held_pkt *held;
 	uint32_t nheld, held_cap;
 	uint64_t pkt_seq;            /* packets seen by the fault injector */
+	uint64_t flt_last_ns;        /* when the injector last held a packet */
+	uint64_t flt_gap_ns;         /* mean gap between those (EWMA, 1/8) */
 
 	/* rx */
 	struct mmsghdr rx_msg[RX_BATCH];
@@ -483,10 +485,27 @@ static void hold(struct uroce_engine *e, struct uroce_qp *qp, int dir, const uin
 	h->m = e->rxm;
 	if (dst)
 		h->dst = *dst;
-	/* Reordering holds a packet behind 1..N later ones (at most
-	 * UROCE_REORDER_US); delay holds it for the configured time. */
-	h->due = e->now + (f->delay_ns ? f->delay_ns : f->reorder_ns);
-	h->after_seq = f->reorder ? e->pkt_seq + 1 + uroce_fault_rand(f) % f->reorder : UINT64_MAX;
+	/* Delay holds a packet for the configured time. Reordering holds it
+	 * behind k = 1..N later ones, as a slower path of a fabric would, and
+	 * such a path makes it late by about k packet times: where no k
+	 * packets follow (a message's tail), it leaves after k mean gaps
+	 * between arrivals, never later than UROCE_REORDER_US. */
+	if (f->reorder) {
+		uint64_t t = uroce_now_ns(), k = 1 + uroce_fault_rand(f) % f->reorder;
+
+		/* a gap longer than the cap is the flow pausing, not a
+		 * packet time */
+		if (e->flt_last_ns && t - e->flt_last_ns < f->reorder_ns)
+			e->flt_gap_ns = (7 * e->flt_gap_ns + (t - e->flt_last_ns)) / 8;
+		e->flt_last_ns = t;
+		h->after_seq = e->pkt_seq + k;
+		h->due = e->now + MIN(f->reorder_ns, k * e->flt_gap_ns);
+	} else {
+		h->after_seq = UINT64_MAX;
+		h->due = e->now + f->delay_ns;
+	}
+	if (f->delay_ns)
+		h->due = e->now + f->delay_ns;
 	e->nheld++;
 	if (f->reorder)
 		e->ctx->cnt->fault_reordered++;

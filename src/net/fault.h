@@ -2,9 +2,11 @@
  *
  *   UROCE_LOSS=P  UROCE_DUP=P  UROCE_CORRUPT=P   probabilities (0.01 is 1%)
  *   UROCE_REORDER=N   hold every packet back behind 1..N later ones (a
- *                     permutation with displacement up to N), but never
- *                     longer than UROCE_REORDER_US (default 50 us): the
- *                     spread of paths in a fabric, not a stall
+ *                     permutation with displacement up to N); one with
+ *                     no k packets behind it leaves after k mean packet
+ *                     gaps, and never later than UROCE_REORDER_US
+ *                     (default 50 us): the spread of paths in a fabric,
+ *                     not a stall
  *   UROCE_DELAY_US=N  hold every packet N microseconds
  *   UROCE_FAULT_DIR=rx|tx|both   where faults apply (default rx)
  *   UROCE_ECN_MARK=P  receive packets as if a switch had marked them CE
