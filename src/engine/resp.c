@@ -1173,7 +1173,7 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 
 			/* DCQCN paces READ responses as the QP's requests
 			 * (the engine wakes at cc.pace_until) */
-			if (!uroce_req_cc_may_send(qp, uroce_eng_now(e)))
+			if (!uroce_req_cc_may_send(qp, now))
 				return;
 			memset(&tp, 0, sizeof(tp));
 			tp.h.opcode = npk == 1	       ? OP_READ_RESP_ONLY
@@ -1212,7 +1212,7 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 				tp.paylen = len;
 			}
 			uroce_eng_send(e, qp, &tp);
-			uroce_req_cc_sent(qp, uroce_eng_now(e), tp.paylen);
+			uroce_req_cc_sent(qp, now, tp.paylen);
 			budget--;
 			r->sent += len;
 			if (k == npk - 1 || r->sent >= r->end)

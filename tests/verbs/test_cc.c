@@ -52,6 +52,26 @@ static void close_pair(struct tv_pair *p, struct tv_buf *a, struct tv_buf *b)
 	tv_pair_close(p);
 }
 
+/* n MiB a -> b (WRITE) or b -> a (READ) in 1 MiB WRs over 16 slots, 16 in
+ * flight; returns the seconds it took. */
+static double stream16(struct tv_pair *p, struct tv_buf *a, struct tv_buf *b, size_t n,
+		       enum ibv_wr_opcode op, enum ibv_wc_opcode wc)
+{
+	double t0 = tv_now();
+
+	for (size_t k = 0; k < n; k++) {
+		size_t slot = k % 16;
+
+		if (k >= 16)
+			tv_expect_wc_to(p->a.scq, p->a.qp, k - 16, IBV_WC_SUCCESS, wc, 120);
+		T_EQ_INT(tv_post1(p->a.qp, op, k, a, slot * CHUNK, CHUNK,
+				  (uintptr_t)b->p + slot * CHUNK, b->mr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	}
+	for (size_t k = n > 16 ? n - 16 : 0; k < n; k++)
+		tv_expect_wc_to(p->a.scq, p->a.qp, k, IBV_WC_SUCCESS, wc, 120);
+	return tv_now() - t0;
+}
+
 /* Moves mb MiB a -> b as WRITEs (depth 16), then mb/4 MiB each of READ
  * and SEND, checking every byte. Returns the WRITE goodput in Gb/s. */
 static double xfer(size_t mb, enum ibv_mtu mtu)
@@ -59,23 +79,11 @@ static double xfer(size_t mb, enum ibv_mtu mtu)
 	struct tv_pair p;
 	struct tv_buf a, b;
 	size_t buf = 16u * CHUNK, n = mb, small = mb / 4 < 1 ? 1 : mb / 4 > 16 ? 16 : mb / 4;
-	double t0, secs;
+	double secs;
 
 	open_pair(&p, &a, &b, mtu);
 	tv_fill(a.p, buf, 11);
-
-	t0 = tv_now();
-	for (size_t k = 0; k < n; k++) {
-		size_t slot = k % 16;
-
-		if (k >= 16)
-			tv_expect_wc_to(p.a.scq, p.a.qp, k - 16, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 120);
-		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, k, &a, slot * CHUNK, CHUNK,
-				  (uintptr_t)b.p + slot * CHUNK, b.mr->rkey, 0, IBV_SEND_SIGNALED), 0);
-	}
-	for (size_t k = n > 16 ? n - 16 : 0; k < n; k++)
-		tv_expect_wc_to(p.a.scq, p.a.qp, k, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 120);
-	secs = tv_now() - t0;
+	secs = stream16(&p, &a, &b, n, IBV_WR_RDMA_WRITE, IBV_WC_RDMA_WRITE);
 	T_PATTERN(b.p, n < 16 ? n * CHUNK : buf, 11, 0);
 
 	/* READ b -> a, SEND a -> b: paced or not, exact */
@@ -107,22 +115,11 @@ static double xfer_read(size_t mb, enum ibv_mtu mtu)
 {
 	struct tv_pair p;
 	struct tv_buf a, b;
-	double t0, secs;
+	double secs;
 
 	open_pair(&p, &a, &b, mtu);
 	tv_fill(b.p, 16u * CHUNK, 14);
-	t0 = tv_now();
-	for (size_t k = 0; k < mb; k++) {
-		size_t slot = k % 16;
-
-		if (k >= 16)
-			tv_expect_wc_to(p.a.scq, p.a.qp, k - 16, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 120);
-		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_READ, k, &a, slot * CHUNK, CHUNK,
-				  (uintptr_t)b.p + slot * CHUNK, b.mr->rkey, 0, IBV_SEND_SIGNALED), 0);
-	}
-	for (size_t k = mb > 16 ? mb - 16 : 0; k < mb; k++)
-		tv_expect_wc_to(p.a.scq, p.a.qp, k, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, 120);
-	secs = tv_now() - t0;
+	secs = stream16(&p, &a, &b, mb, IBV_WR_RDMA_READ, IBV_WC_RDMA_READ);
 	T_PATTERN(a.p, mb < 16 ? mb * CHUNK : 16u * CHUNK, 14, 0);
 	close_pair(&p, &a, &b);
 	return (double)mb * CHUNK * 8 / secs / 1e9;
