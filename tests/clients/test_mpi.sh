@@ -53,7 +53,9 @@ MPI_T=${MPI_T:-60}    # limit of one mpirun
 MPI_ENV=()
 mpi_job() {
 	local log=$1; shift
-	echo "${MPI_ENV[*]} uroce mpirun --netns $*" >>"$CHECK_DIR/check.log"
+	# (stdout is check.log, opened without O_APPEND by check(): a line
+	# appended through a second descriptor would be overwritten)
+	echo "${MPI_ENV[*]} uroce mpirun --netns $*"
 	timeout -k 5 "$MPI_T" env "${MPI_ENV[@]}" "$UROCE" mpirun --netns "$@" >"$log" 2>&1 </dev/null &
 	JOB_PID=$!
 	echo "$JOB_PID" >>"$LOGDIR/pids"
@@ -178,15 +180,39 @@ t_transport() { # TRANSPORT
 
 # t_fail SIGNAL BOUND: rank 3 (in ns B) gets SIGNAL 3 s into a 50 s run;
 # mpirun must exit non-zero within BOUND seconds of it.
+# job_dump: who is still there and where each waits (for a hang's log):
+# mpirun's process group and every process of both namespaces, with the
+# state, kernel wait channel and the last lines of rank output
+job_dump() {
+	local p
+	echo "--- processes (pid ppid pgid state wchan elapsed args)"
+	for p in $(ps -o pid= --pgrp "$JOB_PID" 2>/dev/null) \
+		$(ip netns pids "$NS_A" 2>/dev/null) $(ip netns pids "$NS_B" 2>/dev/null); do
+		echo "$p"
+	done | sort -un | while read -r p; do
+		ps -o pid=,ppid=,pgid=,stat=,wchan:24=,etimes=,args= -p "$p" 2>/dev/null | cut -c1-200
+	done
+	echo "---"
+}
+
 t_fail() {
 	local sig=$1 bound=$2 pid="" i t0 rc
 	need_mpi || return $?
 	# a frozen peer is noticed only by a sender with work in flight (RC
 	# has no keepalive): for SIGSTOP the others stream messages to rank 3
 	# (coll_check -s); in collectives all of them may be waiting to
-	# receive when the stop comes, a hang that is no transport's to break
+	# receive when the stop comes, a hang that is no transport's to break.
+	# The same holds for UCX's credit flow control of rc_verbs (a window
+	# of 512 messages per peer, refilled by a grant that only the
+	# receiver's application sends, and no resend of the request, unlike
+	# dc_mlx5's FC_HARD_REQ_TIMEOUT): a sender whose window ran out and
+	# whose packets were all acknowledged before the stop waits for a
+	# grant with nothing in flight; with rank 3 the slow consumer of three
+	# streams on two cores, all three can be there. Without it, a sender
+	# ahead of the receiver meets RNR NAKs, work in flight either way.
 	local mode=()
-	[ "$sig" = STOP ] && mode=(-s)
+	MPI_ENV=()
+	[ "$sig" = STOP ] && mode=(-s) MPI_ENV=(UCX_RC_VERBS_FC_ENABLE=n)
 	mpi_job "$CHECK_DIR/client.log" --oversubscribe -np 4 --host "$(hosts 2)" \
 		"$COLL" -n 1 -m 65536 -t 50 -k 3 "${mode[@]}"
 	for ((i = 0; i < 200; i++)); do
@@ -208,6 +234,7 @@ t_fail() {
 	done
 	if alive "$JOB_PID"; then
 		echo "mpirun still running $((SECONDS - t0)) s after SIG$sig: a hang"
+		job_dump
 		kill -KILL "$pid" 2>/dev/null
 		stop_pid "$JOB_PID"; wait "$JOB_PID"
 		return 1
