@@ -283,9 +283,14 @@ static void check_timeouts(struct cdoc *cd, struct doc_check *c)
 
 		if (!sum(p, ks))
 			continue;
-		ev(c, cd, p, NULL, CI(timeouts), CI(retry_exceeded), CI(acks_rcvd), CI(tx_pkts), END);
+		ev(c, cd, p, NULL, CI(timeouts), CI(timeouts_excused), CI(retry_exceeded),
+		   CI(acks_rcvd), CI(tx_pkts), END);
 		to += tot(p, CI(timeouts));
 		ex += tot(p, CI(retry_exceeded));
+		if (tot(p, CI(timeouts_excused)))
+			doc_add(c, "%s: %llu of them not charged to retry_cnt: the peer spoke "
+				   "(ACK, NAK or CNP) but took nothing new, a congested path, not a dead peer",
+				p->tag, (unsigned long long)tot(p, CI(timeouts_excused)));
 		if (tot(p, CI(fault_dropped)) || p->faults[0])
 			doc_add(c, "%s: fault injection is on: lost tail packets or ACKs time out too",
 				p->tag);

@@ -313,6 +313,8 @@ struct uroce_qp {
 		int aimd;                /* UROCE_AIMD=1: halve the window on loss */
 		int slow_start;          /* regrowing after a timeout: +acked per ACK */
 		int retry_left, rnr_left;
+		int heard;               /* the peer QP sent something since the last timeout */
+		int excused;             /* timeouts not charged since the last progress */
 		uint64_t deadline;       /* local ACK timeout, ns; 0 = off */
 		uint64_t fast_deadline;  /* early retransmission, ns; 0 = off */
 		uint64_t fast_rto_ns;    /* early retransmission interval */

@@ -15,6 +15,7 @@
 
 #define READ_CHUNK_PKTS 64    /* READ requests cover at most this many responses */
 #define ACKREQ_EVERY 16       /* AckReq on every 16th packet and on each last one */
+#define TIMEOUT_EXCUSES 32    /* uncharged timeouts per stall while the peer speaks */
 
 static inline struct uroce_swqe *sqe(struct uroce_qp *qp, uint32_t idx)
 {
@@ -90,6 +91,7 @@ void uroce_req_cnp(struct uroce_qp *qp, uint64_t now)
 	const struct uroce_cc_cfg *c = cc_cfg(qp);
 	struct uroce_cc_stats st = { 0, 0 };
 
+	qp->req.heard = 1; /* a live peer QP (see uroce_req_timers) */
 	if (!c)
 		return;
 	if (!qp->req.cc.ready)
@@ -304,6 +306,8 @@ static void progress_made(struct uroce_qp *qp, uint64_t now)
 	window_grow(qp, (uint32_t)psn_diff(qp->req.una, qp->req.last_una));
 	qp->req.last_una = qp->req.una;
 	qp->req.retry_left = (int)qp->attr.retry_cnt;
+	qp->req.excused = 0;
+	qp->req.heard = 0;
 	qp->req.deadline = 0;
 	qp->req.fast_deadline = 0;
 	qp->req.fast_cur_ns = qp->req.fast_rto_ns;
@@ -1036,6 +1040,7 @@ void uroce_comp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		qp->ctx->cnt->drop_state++;
 		return;
 	}
+	qp->req.heard = 1;
 	switch (p->opcode) {
 	case OP_ACK:
 		on_aeth(qp, p, now);
@@ -1086,14 +1091,27 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 			rec_start(qp, qp->req.psn);
 	}
 	if (qp->req.deadline && now >= qp->req.deadline) {
-		/* Local ACK timeout (C9-140): retry_cnt retries, then fail. */
+		/* Local ACK timeout (C9-140): retry_cnt retries, then fail.
+		 * A timeout after which the peer QP was heard from (an ACK,
+		 * NAK, response or CNP for this QP, even one that advanced
+		 * nothing) is not charged, TIMEOUT_EXCUSES times at most per
+		 * stall: the peer is alive and its port congested (incast
+		 * without PFC, where the head of a resent window can be tail-
+		 * dropped time after time), and IBA's retry count stands for
+		 * a peer that answers nothing. A dead or frozen peer says
+		 * nothing, so its failure timing is the attributes' own. */
 		qp->ctx->cnt->timeouts++;
-		if (qp->req.retry_left <= 0) {
+		if (qp->req.heard && qp->req.excused < TIMEOUT_EXCUSES) {
+			qp->req.excused++;
+			qp->ctx->cnt->timeouts_excused++;
+		} else if (qp->req.retry_left <= 0) {
 			qp->ctx->cnt->retry_exceeded++;
 			fail_oldest(qp, IBV_WC_RETRY_EXC_ERR);
 			return;
+		} else {
+			qp->req.retry_left--;
 		}
-		qp->req.retry_left--;
+		qp->req.heard = 0;
 		window_timeout(qp);
 		qp->req.deadline = now + qp->req.timeout_ns;
 		qp->req.fast_deadline = now + qp->req.fast_cur_ns;

@@ -26,6 +26,7 @@
 	X(sr_sacks_rcvd, "SACKs received")                                             \
 	X(sr_placed_ahead, "packets placed ahead of the expected PSN (selective repeat)") \
 	X(timeouts, "local ACK timeouts (local_ack_timeout_err)")                      \
+	X(timeouts_excused, "local ACK timeouts not charged to retry_cnt: the peer spoke") \
 	X(seq_naks_sent, "PSN sequence error NAKs sent (out_of_sequence)")             \
 	X(seq_naks_rcvd, "PSN sequence error NAKs received (packet_seq_err)")          \
 	X(rnr_naks_sent, "RNR NAKs sent")                                              \

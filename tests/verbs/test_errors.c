@@ -607,6 +607,68 @@ T_CASE(retry_exc_timeout_14)
 	expect_retry_exc(&p.a, &lb, (uintptr_t)rb.p, rb.mr->rkey, 14, 1);
 }
 
+/* A peer that is alive but takes none of the requester's packets: b's
+ * responder is reconnected expecting a PSN 1000 behind a's, so every
+ * request is out of sequence (one NAK, IBA C9-112, then silent drops).
+ * With marks (UROCE_ECN_MARK=1) b answers each arrival with a CNP, the
+ * requester hears its peer, and TIMEOUT_EXCUSES (32) timeouts go
+ * uncharged before retry_cnt + 1 charged ones fail the WRITE: bounded,
+ * never a hang. Without marks only the NAK speaks: at most one excuse. */
+static void peer_takes_nothing(int mark, uint64_t *timeouts, uint64_t *excused)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf lb, rb;
+	struct tv_info ia;
+	uint64_t t0 = 0, e0 = 0;
+	double s0;
+
+	if (mark)
+		setenv("UROCE_ECN_MARK", "1", 1);
+	o.timeout = 10; /* 4.2 ms */
+	o.retry_cnt = 2;
+	tv_pair_open(&p, &o);
+	tv_buf_alloc(&lb, p.a.pd, 4096, IBV_ACCESS_LOCAL_WRITE);
+	tv_buf_alloc(&rb, p.b.pd, 4096, TV_ACCESS_ALL);
+	memset(&ia, 0, sizeof(ia));
+	tv_info_of(&p.a, &ia);
+	ia.psn = (p.a.psn - 1000) & 0xffffff;
+	T_EQ_INT(tv_modify_state(p.b.qp, IBV_QPS_RESET), 0);
+	tv_connect(&p.b, &o, &ia);
+	t0 = TV_COUNTER(timeouts);
+	e0 = TV_COUNTER(timeouts_excused);
+	s0 = tv_now();
+	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, 1, &lb, 0, 1000, (uintptr_t)rb.p,
+			  rb.mr->rkey, 0, IBV_SEND_SIGNALED), 0);
+	tv_expect_wc_to(p.a.scq, p.a.qp, 1, IBV_WC_RETRY_EXC_ERR, -1, 10.0);
+	*timeouts = TV_COUNTER(timeouts) - t0;
+	*excused = TV_COUNTER(timeouts_excused) - e0;
+	t_log("RETRY_EXC_ERR after %.1f ms: %" PRIu64 " timeouts, %" PRIu64 " excused, %" PRIu64
+	      " CNPs handled", (tv_now() - s0) * 1e3, *timeouts, *excused, TV_COUNTER(cnp_handled));
+	T_EQ_INT(tv_qp_state(p.a.qp), IBV_QPS_ERR);
+	tv_buf_free(&lb);
+	tv_buf_free(&rb);
+	tv_pair_close(&p);
+}
+
+T_CASE(retry_exc_peer_speaks_timeouts_excused)
+{
+	uint64_t n, ex;
+
+	peer_takes_nothing(1, &n, &ex);
+	T_EQ_INT(ex, 32);
+	T_EQ_INT(n, 32 + 2 + 1);
+}
+
+T_CASE(retry_exc_peer_silent_timeouts_charged)
+{
+	uint64_t n, ex;
+
+	peer_takes_nothing(0, &n, &ex);
+	T_ASSERTF(ex <= 1, "%" PRIu64 " timeouts excused", ex);
+	T_EQ_INT(n, 2 + 1 + ex);
+}
+
 static void sleeper(int fd, void *arg)
 {
 	struct tv_opts *o = arg;
