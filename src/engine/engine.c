@@ -855,8 +855,7 @@ static void send_cnp(struct uroce_engine *e, struct uroce_qp *qp)
 	/* a QP that takes no packets is no flow to slow down, and its
 	 * CNPs would tell a requester that its peer is alive (req.c's
 	 * uncharged timeouts) */
-	if (qp->eng_state != IBV_QPS_RTR && qp->eng_state != IBV_QPS_RTS &&
-	    qp->eng_state != IBV_QPS_SQD && qp->eng_state != IBV_QPS_SQE)
+	if (!uroce_qp_takes_packets(qp))
 		return;
 	qp->last_cnp = now;
 	memset(&tp, 0, sizeof(tp));

@@ -463,6 +463,15 @@ static inline struct uroce_xrcd *to_uxrcd(struct ibv_xrcd *x)
 {
 	return container_of(x, struct uroce_xrcd, ibxrcd);
 }
+
+/* Whether the QP takes packets from its peer: RTR, RTS, SQD or SQE (IBA
+ * 10.3.1; in RESET, INIT and ERR they are dropped). */
+static inline int uroce_qp_takes_packets(const struct uroce_qp *qp)
+{
+	return qp->eng_state == IBV_QPS_RTR || qp->eng_state == IBV_QPS_RTS ||
+	       qp->eng_state == IBV_QPS_SQD || qp->eng_state == IBV_QPS_SQE;
+}
+
 /* Whether the QP's requests are acknowledged (RC, XRC): timers, retries,
  * READ and atomics. */
 static inline int uroce_qp_waits_acks(const struct uroce_qp *qp)

@@ -194,8 +194,7 @@ void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t 
 		sack_flush(e, qp);
 	if (!qp->resp.ack_now && !(qp->resp.unacked && now >= qp->resp.ack_deadline))
 		return;
-	if (qp->eng_state != IBV_QPS_RTR && qp->eng_state != IBV_QPS_RTS &&
-	    qp->eng_state != IBV_QPS_SQD && qp->eng_state != IBV_QPS_SQE)
+	if (!uroce_qp_takes_packets(qp))
 		return;
 	/* An ACK says the data is placed: with payload on its way to the GPU
 	 * it waits, without blocking the engine, until the copies are done
@@ -860,8 +859,7 @@ static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct w
 	uint32_t f = wire_opcodes[p->opcode].flags;
 	int32_t d;
 
-	if (qp->eng_state != IBV_QPS_RTR && qp->eng_state != IBV_QPS_RTS &&
-	    qp->eng_state != IBV_QPS_SQD && qp->eng_state != IBV_QPS_SQE) {
+	if (!uroce_qp_takes_packets(qp)) {
 		qp->ctx->cnt->drop_state++;
 		return;
 	}

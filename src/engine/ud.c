@@ -161,8 +161,7 @@ void uroce_ud_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_
 	struct ibv_wc wc;
 
 	(void)e;
-	if (qp->eng_state != IBV_QPS_RTR && qp->eng_state != IBV_QPS_RTS &&
-	    qp->eng_state != IBV_QPS_SQD && qp->eng_state != IBV_QPS_SQE) {
+	if (!uroce_qp_takes_packets(qp)) {
 		c->drop_state++;
 		return;
 	}
