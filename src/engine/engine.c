@@ -1683,8 +1683,13 @@ static int hold_timers(struct uroce_engine *e)
 }
 
 /* The part of a turn after waiting: nev events from the epoll set, held
- * packets, timers, the active QPs, the tx batch. */
-static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int nev)
+ * packets, timers, the active QPs, the tx batch. Only the engine thread
+ * (own) reads its eventfd: that counter is the wakeup of a sleeping engine
+ * thread, and an application's turn that read it before the woken thread
+ * ran would leave that thread's epoll_wait finding nothing ready and
+ * sleeping on, with no timeout if it had nothing to wait for when it
+ * went to sleep (a sender's QP then never saw its timers again). */
+static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int nev, int own)
 {
 	int work = 0, hold;
 
@@ -1694,6 +1699,8 @@ static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int n
 		if (!evs[i].data.ptr) {
 			uint64_t v;
 
+			if (!own)
+				continue;
 			if (read(e->efd, &v, sizeof(v)) < 0) {
 				/* EAGAIN: already drained */
 			}
@@ -1767,7 +1774,7 @@ int uroce_eng_app_turn(struct uroce_ctx *ctx)
 	turn_of = e;
 	turn_begin(e);
 	nev = epoll_wait(e->epfd, evs, MAX_EVENTS, 0);
-	turn_end(e, evs, nev > 0 ? nev : 0);
+	turn_end(e, evs, nev > 0 ? nev : 0, 0);
 	wake_for_deadline(e);
 	turn_of = NULL;
 	pthread_mutex_unlock(&e->run);
@@ -1900,7 +1907,7 @@ static void *engine_main(void *arg)
 			nev = epoll_pwait2(fd, evs, MAX_EVENTS, tsp, NULL);
 		}
 		atomic_store(&e->sleeping, 0);
-		work |= turn_end(e, evs, nev > 0 ? nev : 0);
+		work |= turn_end(e, evs, nev > 0 ? nev : 0, 1);
 		if (work)
 			last_work = e->now;
 		if (unlikely(uroce__log_level >= UROCE_LOG_DEBUG) && e->now - last_dump > 200000000ull) {

@@ -4,7 +4,9 @@
  * default) and with selective repeat (UROCE_RETRANS=sr, the sr_ cases,
  * which also check that packets were placed ahead and resent selectively).
  * UROCE_FAULT_TEST_MB overrides the volume (MiB per operation). */
+#include <dirent.h>
 #include <glob.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include "common.h"
@@ -328,6 +330,79 @@ T_CASE(app_progress_lost_packet_other_context)
 	wc = tv_expect_wc_to(p.b.rcq, p.b.qp, 1, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
 	T_EQ_INT(wc.byte_len, 256);
 	T_PATTERN(b.p, 256, 7, 0);
+	tv_expect_wc(p.a.scq, p.a.qp, 1, IBV_WC_SUCCESS, IBV_WC_SEND);
+	T_GE_INT(TV_COUNTER(retrans_pkts), 1);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+}
+
+/* Every engine thread of this process (named uroce-engine) to SCHED_IDLE:
+ * on one CPU it then runs only when the application thread waits. */
+static int engines_to_idle(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+
+	T_ASSERT(d != NULL);
+	while ((de = readdir(d))) {
+		char path[64], name[32] = "";
+		struct sched_param sp = { 0 };
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(name, sizeof(name), f) && !strncmp(name, "uroce-engine", 12)) {
+			T_EQ_INT(sched_setscheduler(atoi(de->d_name), SCHED_IDLE, &sp), 0);
+			n++;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/* UROCE_PROGRESS=app: an application's turn must not eat the sleeping
+ * engine thread's wakeup. The process runs on one CPU with its engine
+ * threads at SCHED_IDLE, so a woken engine thread runs only once the
+ * application waits. The SEND's one packet is lost (UROCE_DROP_NTH); the
+ * turn in ibv_post_send arms the retransmission timer and wakes sender's
+ * engine thread, and the application's next turn, an ibv_poll_cq on the
+ * sender's CQ, comes before that thread runs. That turn used to read the
+ * eventfd: the engine thread then found nothing ready and slept on with
+ * no timeout, the application polled only the receiver, and the SEND
+ * never came (bench-incast with app progress: senders stuck 60 s). */
+T_CASE(app_turn_keeps_engine_wakeup)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	struct ibv_wc wc;
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	T_EQ_INT(sched_setaffinity(0, sizeof(one), &one), 0);
+	setenv("UROCE_PROGRESS", "app", 1);
+	setenv("UROCE_DROP_NTH", "1", 1);
+	o.separate_ctx = 1;
+	tv_pair_open(&p, &o);
+	T_EQ_INT(engines_to_idle(), 2);
+	tv_buf_alloc(&a, p.a.pd, 4096, TV_ACCESS_ALL);
+	tv_buf_alloc(&b, p.b.pd, 4096, TV_ACCESS_ALL);
+	tv_fill(a.p, 256, 9);
+	T_EQ_INT(tv_post_recv1(p.b.qp, 1, &b, 0, 4096), 0);
+	usleep(100 * 1000); /* the engine threads fall asleep with no timer */
+	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_SEND, 1, &a, 0, 256, 0, 0, 0, IBV_SEND_SIGNALED), 0);
+	T_EQ_INT(ibv_poll_cq(p.a.scq, 1, &wc), 0); /* the turn before the engine thread's */
+	wc = tv_expect_wc_to(p.b.rcq, p.b.qp, 1, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
+	T_EQ_INT(wc.byte_len, 256);
+	T_PATTERN(b.p, 256, 9, 0);
 	tv_expect_wc(p.a.scq, p.a.qp, 1, IBV_WC_SUCCESS, IBV_WC_SEND);
 	T_GE_INT(TV_COUNTER(retrans_pkts), 1);
 	tv_buf_free(&a);
