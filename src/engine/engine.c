@@ -1946,16 +1946,16 @@ static int progress_init(struct uroce_engine *e)
 	unsigned long us = 200;
 	int n = cpus_allowed();
 
-	/* engine by default: with app, 4 processes of 16,000 QPs each
-	 * writing at once on this 2-core host end in RETRY_EXC_ERR (with the
-	 * engine thread they all complete); opt in until that is understood */
+	/* auto by default (docs/design.md, "Who runs the transport"): app
+	 * where the engine thread would queue for a core behind the
+	 * application's pollers, engine where cores are spare */
 	e->app_progress = 0;
-	if (p && !strcmp(p, "auto")) {
+	if (!p || !*p || !strcmp(p, "auto")) {
 		e->app_progress = n <= AUTO_APP_MAX_CPUS;
 		uroce_info("UROCE_PROGRESS=auto: %s progress (%d CPU%s allowed; application "
 			   "threads take the engine's turns up to %d)",
 			   e->app_progress ? "app" : "engine", n, n == 1 ? "" : "s", AUTO_APP_MAX_CPUS);
-	} else if (p && *p) {
+	} else {
 		if (!strcmp(p, "engine")) {
 			e->app_progress = 0;
 		} else if (!strcmp(p, "app")) {
