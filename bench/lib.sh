@@ -16,7 +16,7 @@ bench_port() {
 	local p i
 	for ((i = 0; i < 50; i++)); do
 		p=$(free_port) || return 1
-		ss -Huan "sport = :$p" 2>/dev/null | grep -q . && continue
+		port_used udp "$p" "" && continue
 		echo "$p"
 		return 0
 	done
@@ -25,11 +25,10 @@ bench_port() {
 
 # wait_port CTX tcp|udp PORT PID SECS: until something listens on PORT in CTX.
 wait_port() {
-	local ctx=$1 proto=$2 port=$3 pid=$4 secs=$5 i flag=-Hltn
-	[ "$proto" = udp ] && flag=-Hlun
+	local ctx=$1 proto=$2 port=$3 pid=$4 secs=$5 i
 	ctx_prefix "$ctx" || return 2
 	for ((i = 0; i < secs * 20; i++)); do
-		"${CTX_PREFIX[@]}" ss "$flag" "sport = :$port" 2>/dev/null | grep -q . && return 0
+		port_used "$proto" "$port" listen "${CTX_PREFIX[@]}" && return 0
 		alive "$pid" || { echo "server exited before listening on $proto port $port"; return 1; }
 		sleep 0.05
 	done

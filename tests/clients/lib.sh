@@ -178,13 +178,34 @@ wait_pid() {
 	wait "$pid"
 }
 
+# port_used tcp|udp PORT [listen] [PREFIX...]: whether a socket of proto has
+# local PORT (with listen: a listening TCP socket or any bound UDP one), in
+# the network namespace PREFIX runs in. ss where iproute2 is installed; else
+# /proc/net/{tcp,udp}{,6} (the GPU machine has no iproute2): local address
+# in column 2 as ADDR:PORT in hex, state in column 4 (0A: TCP LISTEN).
+port_used() {
+	local proto=$1 port=$2 listen=${3:-} flag
+	shift 3 2>/dev/null || shift $#
+	if command -v ss >/dev/null; then
+		flag=-Han
+		[ -n "$listen" ] && flag=-Hln
+		[ "$proto" = udp ] && flag=${flag}u || flag=${flag}t
+		"$@" ss "$flag" "sport = :$port" 2>/dev/null | grep -q .
+		return
+	fi
+	"$@" cat "/proc/net/$proto" "/proc/net/${proto}6" 2>/dev/null |
+		awk -v p="$(printf '%04X' "$port")" -v tcp="$([ "$proto" = tcp ] && echo 1)" -v l="$listen" '
+			NR > 0 && split($2, a, ":") == 2 && toupper(a[2]) == p && (!l || !tcp || $4 == "0A") { f = 1 }
+			END { exit !f }'
+}
+
 # wait_listen CTX PORT PID SECS: until something listens on TCP PORT in CTX.
 # Fails early when PID exits.
 wait_listen() {
 	local ctx=$1 port=$2 pid=$3 secs=$4 i
 	ctx_prefix "$ctx" || return 2
 	for ((i = 0; i < secs * 10; i++)); do
-		if "${CTX_PREFIX[@]}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
+		if port_used tcp "$port" listen "${CTX_PREFIX[@]}"; then
 			return 0
 		fi
 		alive "$pid" || { echo "server exited before listening on tcp port $port"; return 1; }
@@ -272,7 +293,7 @@ free_port() {
 		fi
 		echo "$$" >"$PORT_LOCKS/$p/pid"
 		echo "$p" >>"$LOGDIR/ports"
-		if ss -Htan "sport = :$p" 2>/dev/null | grep -q .; then
+		if port_used tcp "$p" ""; then
 			continue     # in use (or TIME-WAIT); keep it reserved, try another
 		fi
 		echo "$p"
