@@ -140,6 +140,7 @@ static void counters(struct uroce_counters *c)
 			continue;
 		if (read(fd, &f, sizeof(f)) == (ssize_t)sizeof(f) && f.magic == UROCE_STAT_MAGIC &&
 		    f.size == sizeof(f)) {
+			uroce_stat_total(&f, &f.cnt);
 #define X(n, d) c->n += f.cnt.n;
 			UROCE_COUNTERS(X)
 #undef X

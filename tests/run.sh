@@ -54,14 +54,16 @@ for s in "${suites[@]}"; do
 		done
 		# the default (UROCE_PROGRESS=auto) has application threads
 		# take the engine's idle turns on up to 4 CPUs and leaves the
-		# transport to the engine thread on more; the other mode must
-		# do as well
+		# transport to engine threads (one per 4 CPUs, at most 4) on
+		# more; the other mode must do as well. Here, on few CPUs, that
+		# is engine progress with four engine threads per context, so
+		# the QPs of one test land on different engines.
 		if [ "$s" = verbs ]; then
-			other=app
-			[ "$(nproc)" -le 4 ] && other=engine
+			other=(UROCE_PROGRESS=app)
+			[ "$(nproc)" -le 4 ] && other=(UROCE_PROGRESS=engine UROCE_ENGINES=4)
 			for t in test_ops test_faults test_inflight; do
 				[ -x "$build/tests/verbs/$t" ] &&
-					run_one "verbs/$t (UROCE_PROGRESS=$other)" env UROCE_PROGRESS=$other "$build/tests/verbs/$t"
+					run_one "verbs/$t (${other[*]})" env "${other[@]}" "$build/tests/verbs/$t"
 			done
 		fi ;;
 	clients)

@@ -46,6 +46,9 @@ int statf_load(const char *path, struct uroce_stat_file *out)
 	if (n != (ssize_t)sizeof(*out) || out->magic != UROCE_STAT_MAGIC ||
 	    out->version != UROCE_STAT_VERSION || out->size != sizeof(*out))
 		return -1;
+	/* a snapshot's cnt is the whole context's: every engine thread's */
+	uroce_stat_total(out, &out->cnt);
+	memset(out->more, 0, sizeof(out->more));
 	return 0;
 }
 

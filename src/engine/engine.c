@@ -66,6 +66,8 @@ struct eng_cmd {
 
 struct uroce_engine {
 	struct uroce_ctx *ctx;
+	unsigned idx;                /* in ctx->engs */
+	struct uroce_counters *cnt;  /* this engine's block of the stat file */
 	pthread_t thr;
 	int running;
 	int epfd, efd;
@@ -198,12 +200,22 @@ uint64_t uroce_eng_now(struct uroce_engine *e)
 
 /* The engine whose turn this thread runs (it holds that engine's run lock). */
 static __thread struct uroce_engine *turn_of;
+/* The engine a uroce_eng_call function runs on. */
+static __thread struct uroce_engine *call_of;
 
-int uroce_eng_is_self(struct uroce_ctx *ctx)
+static int eng_is_self(struct uroce_engine *e)
 {
-	struct uroce_engine *e = ctx->eng;
+	return !e->running || turn_of == e || pthread_equal(pthread_self(), e->thr);
+}
 
-	return !e || !e->running || turn_of == e || pthread_equal(pthread_self(), e->thr);
+struct uroce_counters *uroce_eng_counters(struct uroce_engine *e)
+{
+	return e->cnt;
+}
+
+struct uroce_engine *uroce_eng_cur(void)
+{
+	return call_of ? call_of : turn_of;
 }
 
 static void wake(struct uroce_engine *e)
@@ -215,9 +227,11 @@ static void wake(struct uroce_engine *e)
 	}
 }
 
-int uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp)
+static int app_turn(struct uroce_engine *e);
+
+int uroce_eng_doorbell(struct uroce_qp *qp)
 {
-	struct uroce_engine *e = ctx->eng;
+	struct uroce_engine *e = qp->eng;
 
 	if (!atomic_exchange(&qp->db_queued, 1)) {
 		struct uroce_qp *old = atomic_load(&e->db_head);
@@ -226,7 +240,7 @@ int uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp)
 			qp->db_next = old;
 		} while (!atomic_compare_exchange_weak(&e->db_head, &old, qp));
 	}
-	if (uroce_eng_app_turn(ctx))
+	if (app_turn(e))
 		return 2; /* sent from this thread, no system call to wake anyone */
 	if (atomic_load(&e->sleeping)) {
 		wake(e);
@@ -235,13 +249,21 @@ int uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp)
 	return 0;
 }
 
-void uroce_eng_call(struct uroce_ctx *ctx, void (*fn)(void *), void *arg)
+static void run_call(struct uroce_engine *e, void (*fn)(void *), void *arg)
 {
-	struct uroce_engine *e = ctx->eng;
+	struct uroce_engine *was = call_of;
+
+	call_of = e;
+	fn(arg);
+	call_of = was;
+}
+
+static void call_on(struct uroce_engine *e, void (*fn)(void *), void *arg)
+{
 	struct eng_cmd c = { .fn = fn, .arg = arg };
 
-	if (uroce_eng_is_self(ctx)) {
-		fn(arg);
+	if (eng_is_self(e)) {
+		run_call(e, fn, arg);
 		return;
 	}
 	pthread_mutex_lock(&e->cmd_lock);
@@ -254,6 +276,54 @@ void uroce_eng_call(struct uroce_ctx *ctx, void (*fn)(void *), void *arg)
 	while (!c.done)
 		pthread_cond_wait(&e->cmd_cond, &e->cmd_lock);
 	pthread_mutex_unlock(&e->cmd_lock);
+}
+
+void uroce_eng_call(struct uroce_ctx *ctx, void (*fn)(void *), void *arg)
+{
+	for (int i = 0; i < UROCE_MAX_ENGINES; i++) {
+		struct uroce_engine *e = atomic_load(&ctx->engs[i]);
+
+		if (e)
+			call_on(e, fn, arg);
+	}
+}
+
+void uroce_eng_call_qp(struct uroce_qp *qp, void (*fn)(void *), void *arg)
+{
+	call_on(qp->eng, fn, arg);
+}
+
+/* uroce_eng_call_excl: engine k runs a command that hands the chain on to
+ * the next engine and waits there; the last one runs fn. Every caller
+ * goes through the engines in the same order, so two chains never wait
+ * on each other. */
+struct excl_chain {
+	struct uroce_ctx *ctx;
+	int next;
+	void (*fn)(void *);
+	void *arg;
+};
+
+static void excl_step(void *arg)
+{
+	struct excl_chain *c = arg;
+
+	while (c->next < UROCE_MAX_ENGINES) {
+		struct uroce_engine *e = atomic_load(&c->ctx->engs[c->next++]);
+
+		if (e) {
+			call_on(e, excl_step, c);
+			return;
+		}
+	}
+	c->fn(c->arg);
+}
+
+void uroce_eng_call_excl(struct uroce_ctx *ctx, void (*fn)(void *), void *arg)
+{
+	struct excl_chain c = { .ctx = ctx, .fn = fn, .arg = arg };
+
+	excl_step(&c);
 }
 
 void uroce_eng_activate(struct uroce_engine *e, struct uroce_qp *qp)
@@ -508,9 +578,9 @@ static void hold(struct uroce_engine *e, struct uroce_qp *qp, int dir, const uin
 		h->due = e->now + f->delay_ns;
 	e->nheld++;
 	if (f->reorder)
-		e->ctx->cnt->fault_reordered++;
+		e->cnt->fault_reordered++;
 	if (f->delay_ns)
-		e->ctx->cnt->fault_delayed++;
+		e->cnt->fault_delayed++;
 }
 
 /* Releases due packets in the order they were held (a delay alone must
@@ -532,8 +602,8 @@ static void release_held(struct uroce_engine *e, int force)
 			uroce_resp_flush_ack(e, h.qp, e->now);
 		} else if (h.dir == FAULT_TX && h.qp) {
 			if (sendto(h.fd, h.buf, h.len, 0, (struct sockaddr *)&h.dst, sizeof(h.dst)) > 0) {
-				e->ctx->cnt->tx_pkts++;
-				e->ctx->cnt->tx_bytes += h.len;
+				e->cnt->tx_pkts++;
+				e->cnt->tx_bytes += h.len;
 			}
 		}
 		free(h.buf);
@@ -583,11 +653,11 @@ static void flush_faulty(struct uroce_engine *e)
 
 		e->pkt_seq++;
 		if (uroce_fault_hit(f, f->loss) || uroce_fault_nth(f, e->pkt_seq)) {
-			e->ctx->cnt->fault_dropped++;
+			e->cnt->fault_dropped++;
 			continue;
 		}
 		if (uroce_fault_hit(f, f->dup)) {
-			e->ctx->cnt->fault_duplicated++;
+			e->cnt->fault_duplicated++;
 			copies = 2;
 		}
 		for (int c = 0; c < copies; c++) {
@@ -595,7 +665,7 @@ static void flush_faulty(struct uroce_engine *e)
 				uint64_t bit = uroce_fault_rand(f) % ((uint64_t)len * 8);
 
 				pkt[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-				e->ctx->cnt->fault_corrupted++;
+				e->cnt->fault_corrupted++;
 			}
 			if (f->reorder || f->delay_ns) {
 				hold(e, e->cur_tx_qp[i], FAULT_TX, pkt, len, e->tx_fd,
@@ -603,8 +673,8 @@ static void flush_faulty(struct uroce_engine *e)
 				continue;
 			}
 			if (sendto(e->tx_fd, pkt, len, 0, m->msg_name, m->msg_namelen) > 0) {
-				e->ctx->cnt->tx_pkts++;
-				e->ctx->cnt->tx_bytes += len;
+				e->cnt->tx_pkts++;
+				e->cnt->tx_bytes += len;
 			}
 		}
 	}
@@ -692,8 +762,8 @@ static int send_all(struct uroce_engine *e, struct mmsghdr *m, unsigned n, const
 
 		if (r > 0) {
 			for (unsigned i = done; i < done + (unsigned)r; i++) {
-				e->ctx->cnt->tx_pkts += segs ? segs[i] : 1;
-				e->ctx->cnt->tx_bytes += m[i].msg_len;
+				e->cnt->tx_pkts += segs ? segs[i] : 1;
+				e->cnt->tx_bytes += m[i].msg_len;
 			}
 			done += (unsigned)r;
 			continue;
@@ -709,7 +779,7 @@ static int send_all(struct uroce_engine *e, struct mmsghdr *m, unsigned n, const
 		if (segs && done == 0 && (errno == EINVAL || errno == EIO || errno == EOPNOTSUPP))
 			return -1;
 		/* Drop this datagram; go-back-N recovers it. */
-		e->ctx->cnt->drop_tx_full += segs ? segs[done] : 1;
+		e->cnt->drop_tx_full += segs ? segs[done] : 1;
 		uroce_dbg("sendmmsg: %s", strerror(errno));
 		done++;
 	}
@@ -759,10 +829,10 @@ static void capture(struct uroce_qp *qp, int tx, uint32_t daddr, const struct io
 		h.daddr = daddr;
 		h.sport = qp->sport;
 	} else {
-		const struct uroce_rx_meta *m = &qp->ctx->eng->rxm;
+		const struct uroce_rx_meta *m = &qp->eng->rxm;
 
 		h.tos = m->tos;
-		if (qp->ctx->eng->rx_ce)
+		if (qp->eng->rx_ce)
 			h.tos |= 3; /* CE, also when fault injection marked it */
 		h.smac = qp->peer_mac;
 		h.dmac = qp->ctx->dev.mac;
@@ -867,13 +937,13 @@ static void send_cnp(struct uroce_engine *e, struct uroce_qp *qp)
 	tp.npay = 1;
 	tp.paylen = sizeof(reserved);
 	uroce_eng_send(e, qp, &tp);
-	e->ctx->cnt->cnp_sent++;
+	e->cnt->cnp_sent++;
 }
 
 static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t *buf,
 		      size_t len)
 {
-	struct uroce_counters *c = e->ctx->cnt;
+	struct uroce_counters *c = e->cnt;
 	struct wire_pkt p;
 	struct iovec iov;
 	struct wire_ip4 ip = {
@@ -970,11 +1040,11 @@ static void rx_faulty(struct uroce_engine *e, struct uroce_qp *qp, uint8_t *buf,
 
 	e->pkt_seq++;
 	if (uroce_fault_hit(f, f->loss) || uroce_fault_nth(f, e->pkt_seq)) {
-		e->ctx->cnt->fault_dropped++;
+		e->cnt->fault_dropped++;
 		return;
 	}
 	if (uroce_fault_hit(f, f->dup)) {
-		e->ctx->cnt->fault_duplicated++;
+		e->cnt->fault_duplicated++;
 		copies = 2;
 	}
 	if (uroce_fault_hit(f, f->ecn_mark))
@@ -984,7 +1054,7 @@ static void rx_faulty(struct uroce_engine *e, struct uroce_qp *qp, uint8_t *buf,
 			uint64_t bit = uroce_fault_rand(f) % ((uint64_t)len * 8);
 
 			buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-			e->ctx->cnt->fault_corrupted++;
+			e->cnt->fault_corrupted++;
 		}
 		if (f->reorder || f->delay_ns)
 			hold(e, qp, FAULT_RX, buf, len, -1, NULL);
@@ -1037,14 +1107,14 @@ static void learn(struct uroce_engine *e, struct uroce_qp *qp, uint16_t sport)
 		uroce_dbg("qp 0x%x: flow socket to port %u: %s", qp->qpn, sport, strerror(err));
 		return;
 	}
-	e->ctx->cnt->flows_learned++;
+	e->cnt->flows_learned++;
 	uroce_trace("flow_learn", "qpn=0x%x peer_port=%u", qp->qpn, sport);
 }
 
 /* Sends what was batched for each engine. */
 static void flush_out(struct uroce_engine *e)
 {
-	struct uroce_counters *c = e->ctx->cnt;
+	struct uroce_counters *c = e->cnt;
 
 	for (unsigned i = 0; i < e->ndirty; i++) {
 		struct fwd_out *o = &e->out[e->out_dirty[i]];
@@ -1132,9 +1202,9 @@ static void mcast_deliver(struct uroce_engine *e, uint32_t dqpn, uint8_t *buf, u
 	static __thread uint8_t copy[PKT_MAX];
 
 	if (!g || dqpn != UROCE_MCAST_QPN || !g->nqps) {
-		e->ctx->cnt->rx_pkts++;
-		e->ctx->cnt->rx_bytes += len;
-		e->ctx->cnt->drop_bad_qpn++;
+		e->cnt->rx_pkts++;
+		e->cnt->rx_bytes += len;
+		e->cnt->drop_bad_qpn++;
 		return;
 	}
 	for (int i = 0; i < g->nqps; i++) {
@@ -1284,7 +1354,7 @@ static int queue_mark_init(struct uroce_engine *e)
 static void rx_dispatch(struct uroce_engine *e, int kind, uint32_t saddr, uint16_t sport,
 			uint32_t daddr, uint8_t *buf, uint32_t len)
 {
-	struct uroce_counters *c = e->ctx->cnt;
+	struct uroce_counters *c = e->cnt;
 	struct uroce_qp *qp;
 	uint32_t dqpn;
 
@@ -1305,7 +1375,7 @@ static void rx_dispatch(struct uroce_engine *e, int kind, uint32_t saddr, uint16
 		 * CE as a switch would (RFC 3168), forwarded ones included */
 		e->rx_ce = 1;
 		e->rxm.tos |= 3;
-		e->ctx->cnt->ecn_queue_marked++;
+		e->cnt->ecn_queue_marked++;
 	}
 	if (kind == RXS_MCAST) {
 		mcast_deliver(e, dqpn, buf, len);
@@ -1364,17 +1434,17 @@ static void rx_inbox_msg(struct uroce_engine *e, uint8_t *buf, uint32_t len)
 
 	for (uint32_t off = 0; off < len;) {
 		if (len - off < sizeof(h)) {
-			e->ctx->cnt->drop_malformed++;
+			e->cnt->drop_malformed++;
 			return;
 		}
 		memcpy(&h, buf + off, sizeof(h));
 		off += (uint32_t)sizeof(h);
 		if (h.magic != UROCE_FWD_MAGIC || h.len > len - off) {
-			e->ctx->cnt->rx_pkts++;
-			e->ctx->cnt->drop_malformed++;
+			e->cnt->rx_pkts++;
+			e->cnt->drop_malformed++;
 			return;
 		}
-		e->ctx->cnt->rx_fwd_in++;
+		e->cnt->rx_fwd_in++;
 		e->rxm.tos = h.tos;
 		rx_dispatch(e, RXS_INBOX, h.saddr, h.sport, h.daddr, buf + off, h.len);
 		off += (h.len + 3u) & ~3u;
@@ -1535,8 +1605,8 @@ static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 			uint16_t sport = ntohs(e->rx_from[i].sin_port);
 
 			if ((m->msg_flags & MSG_TRUNC) || !len) {
-				e->ctx->cnt->rx_pkts++;
-				e->ctx->cnt->drop_malformed++;
+				e->cnt->rx_pkts++;
+				e->cnt->drop_malformed++;
 				continue;
 			}
 			if (src->kind == RXS_INBOX) {
@@ -1558,7 +1628,7 @@ static void rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 
 					/* socket(7): datagrams this socket dropped so far */
 					memcpy(&d, CMSG_DATA(c), sizeof(d));
-					e->ctx->cnt->rx_sock_drops += d - src->drops;
+					e->cnt->rx_sock_drops += d - src->drops;
 					src->drops = d;
 				}
 			}
@@ -1593,7 +1663,7 @@ static void run_cmds(struct uroce_engine *e)
 	while (c) {
 		struct eng_cmd *next = c->next;
 
-		c->fn(c->arg);
+		run_call(e, c->fn, c->arg);
 		uroce_eng_flush(e);
 		pthread_mutex_lock(&e->cmd_lock);
 		c->done = 1;
@@ -1678,7 +1748,7 @@ static int hold_timers(struct uroce_engine *e)
 		e->backlog_since = e->now;
 	if (e->now - e->backlog_since > BACKLOG_HOLD_NS)
 		return 0;
-	e->ctx->cnt->timer_holds++;
+	e->cnt->timer_holds++;
 	return 1;
 }
 
@@ -1762,11 +1832,16 @@ static void wake_for_deadline(struct uroce_engine *e)
  * it ran. */
 int uroce_eng_app_turn(struct uroce_ctx *ctx)
 {
-	struct uroce_engine *e = ctx->eng;
+	/* application progress runs one engine per context (uroce_eng_start) */
+	return ctx->eng ? app_turn(ctx->eng) : 0;
+}
+
+static int app_turn(struct uroce_engine *e)
+{
 	struct epoll_event evs[MAX_EVENTS];
 	int nev;
 
-	if (!e || !e->app_progress || turn_of == e || atomic_load(&e->stop))
+	if (!e->app_progress || turn_of == e || atomic_load(&e->stop))
 		return 0;
 	atomic_store_explicit(&e->app_poll_ns, uroce_now_ns(), memory_order_relaxed);
 	if (pthread_mutex_trylock(&e->run))
@@ -1809,9 +1884,9 @@ static void dump_qps(struct uroce_engine *e)
 			  qp->resp.epsn, qp->resp.rd_len,
 			  qp->resp.rd[qp->resp.rd_head].psn, qp->resp.rd[qp->resp.rd_head].sent,
 			  qp->resp.rd[qp->resp.rd_head].end, qp->resp.rd[qp->resp.rd_head].len,
-			  qp->resp.msg, e->ctx->cnt->retrans_pkts,
-			  e->ctx->cnt->timeouts, e->ctx->cnt->seq_naks_sent,
-			  e->ctx->cnt->seq_naks_rcvd);
+			  qp->resp.msg, e->cnt->retrans_pkts,
+			  e->cnt->timeouts, e->cnt->seq_naks_sent,
+			  e->cnt->seq_naks_rcvd);
 }
 
 static void *engine_main(void *arg)
@@ -1952,7 +2027,8 @@ static int progress_init(struct uroce_engine *e)
 	e->app_progress = 0;
 	if (!p || !*p || !strcmp(p, "auto")) {
 		e->app_progress = n <= AUTO_APP_MAX_CPUS;
-		uroce_info("UROCE_PROGRESS=auto: %s progress (%d CPU%s allowed; application "
+		if (!e->idx)
+			uroce_info("UROCE_PROGRESS=auto: %s progress (%d CPU%s allowed; application "
 			   "threads take the engine's turns up to %d)",
 			   e->app_progress ? "app" : "engine", n, n == 1 ? "" : "s", AUTO_APP_MAX_CPUS);
 	} else {
@@ -1977,7 +2053,7 @@ static int progress_init(struct uroce_engine *e)
 	return 0;
 }
 
-int uroce_eng_start(struct uroce_ctx *ctx)
+static int eng_new(struct uroce_ctx *ctx, unsigned idx)
 {
 	struct uroce_engine *e = calloc(1, sizeof(*e));
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
@@ -1987,6 +2063,8 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 	if (!e)
 		return ENOMEM;
 	e->ctx = ctx;
+	e->idx = idx;
+	e->cnt = idx ? &ctx->cntf->more[idx - 1] : &ctx->cntf->cnt;
 	e->cmd_tail = &e->cmd_head;
 	e->epfd = e->efd = e->park_fd = e->mailbox.fd = -1;
 	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
@@ -2010,7 +2088,7 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 		free(e);
 		return EINVAL;
 	}
-	if (e->fault.enabled)
+	if (e->fault.enabled && !idx)
 		uroce_info("fault injection on (%s): loss %g dup %g corrupt %g reorder %u delay %lu us",
 			   e->fault.dir == FAULT_RX ? "rx" : e->fault.dir == FAULT_TX ? "tx" : "both",
 			   e->fault.loss, e->fault.dup, e->fault.corrupt, e->fault.reorder,
@@ -2042,15 +2120,16 @@ int uroce_eng_start(struct uroce_ctx *ctx)
 	e->mailbox.kind = RXS_MAILBOX;
 	if (watch(e, &e->mailbox))
 		goto fail;
-	ctx->eng = e;
 	ret = pthread_create(&e->thr, NULL, engine_main, e);
 	if (ret) {
-		ctx->eng = NULL;
 		errno = ret;
 		goto fail;
 	}
 	pthread_setname_np(e->thr, "uroce-engine"); /* top, /proc/PID/task: where the time goes */
 	e->running = 1;
+	if (!idx)
+		ctx->eng = e;
+	atomic_store(&ctx->engs[idx], e);
 	return 0;
 fail:
 	ret = errno ? errno : ENOMEM;
@@ -2068,12 +2147,84 @@ fail:
 	return ret;
 }
 
-void uroce_eng_stop(struct uroce_ctx *ctx)
+/* UROCE_ENGINES=auto|N: engine threads per context (docs/design.md,
+ * "Several engine threads"). auto: one with application progress (its
+ * turns run one engine), else one per 4 CPUs allowed, at most 4. */
+static int engines_config(const struct uroce_engine *e0)
 {
-	struct uroce_engine *e = ctx->eng;
+	const char *v = getenv("UROCE_ENGINES");
+	char *end;
+	long n;
 
-	if (!e)
-		return;
+	if (!v || !*v || !strcmp(v, "auto")) {
+		if (e0->app_progress)
+			return 1;
+		n = cpus_allowed() / 4;
+		return (int)(n < 1 ? 1 : n > 4 ? 4 : n);
+	}
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || *end || n < 1 || n > UROCE_MAX_ENGINES) {
+		uroce_err("UROCE_ENGINES=%s: expected auto or 1 to %d", v, UROCE_MAX_ENGINES);
+		return -1;
+	}
+	if (n > 1 && e0->app_progress) {
+		uroce_warn("UROCE_ENGINES=%ld: application progress runs one engine thread; "
+			   "UROCE_PROGRESS=engine runs several",
+			   n);
+		return 1;
+	}
+	return (int)n;
+}
+
+int uroce_eng_start(struct uroce_ctx *ctx)
+{
+	int ret;
+
+	pthread_mutex_init(&ctx->eng_lock, NULL);
+	ret = eng_new(ctx, 0);
+	if (ret)
+		return ret;
+	ctx->max_engs = engines_config(ctx->eng);
+	if (ctx->max_engs < 0) {
+		uroce_eng_stop(ctx);
+		return EINVAL;
+	}
+	if (ctx->max_engs > 1)
+		uroce_info("%s: up to %d engine threads, QPs spread over them", ctx->dev.ibname,
+			   ctx->max_engs);
+	return 0;
+}
+
+struct uroce_engine *uroce_eng_pick(struct uroce_ctx *ctx)
+{
+	struct uroce_engine *e;
+	unsigned i;
+
+	if (ctx->max_engs <= 1)
+		return ctx->eng;
+	pthread_mutex_lock(&ctx->eng_lock);
+	i = ctx->next_eng++ % (unsigned)ctx->max_engs;
+	e = atomic_load(&ctx->engs[i]);
+	if (!e) {
+		int err = eng_new(ctx, i);
+
+		if (err) {
+			/* no slot left, no thread: the QPs share the others */
+			uroce_dbg("engine %u not started (%s)", i, strerror(err));
+			ctx->max_engs = (int)i > 0 ? (int)i : 1;
+			ctx->next_eng = 0;
+		}
+		e = atomic_load(&ctx->engs[i]);
+		if (!e)
+			e = ctx->eng;
+	}
+	pthread_mutex_unlock(&ctx->eng_lock);
+	return e;
+}
+
+static void eng_free(struct uroce_engine *e)
+{
 	atomic_store(&e->stop, 1);
 	wake(e);
 	pthread_join(e->thr, NULL);
@@ -2102,5 +2253,15 @@ void uroce_eng_stop(struct uroce_ctx *ctx)
 	pthread_mutex_destroy(&e->cmd_lock);
 	pthread_cond_destroy(&e->cmd_cond);
 	free(e);
+}
+
+void uroce_eng_stop(struct uroce_ctx *ctx)
+{
+	for (int i = UROCE_MAX_ENGINES - 1; i >= 0; i--) {
+		struct uroce_engine *e = atomic_exchange(&ctx->engs[i], NULL);
+
+		if (e)
+			eng_free(e);
+	}
 	ctx->eng = NULL;
 }

@@ -66,6 +66,9 @@ struct uroce_cq {
 	_Atomic uint32_t prod;       /* written by the engine */
 	_Atomic uint32_t cons;       /* written by pollers */
 	pthread_spinlock_t poll_lock;
+	/* serialises the engines that complete into it (QPs on several
+	 * engine threads may share a CQ) */
+	pthread_spinlock_t push_lock;
 	atomic_int armed;            /* 0, 1 next completion, 2 solicited only */
 	struct uroce_comp_channel *chan;
 	atomic_int refs;             /* QPs using it */
@@ -87,6 +90,8 @@ struct uroce_rq {
 	_Atomic uint32_t head;       /* producer (ibv_post_recv) */
 	_Atomic uint32_t tail;       /* consumer (engine) */
 	pthread_spinlock_t lock;     /* serialises posters */
+	pthread_spinlock_t take_lock; /* serialises consumers: an SRQ's QPs may
+				       * run on several engine threads */
 };
 
 /* An XRC domain (ibv_open_xrcd(3)): XRC SRQs and target QPs of one
@@ -198,6 +203,8 @@ struct uroce_rxsrc {
 struct uroce_qp {
 	struct ibv_qp_ex qpx;        /* qpx.qp_base is the ibv_qp */
 	struct uroce_ctx *ctx;
+	struct uroce_engine *eng;    /* the engine thread that runs it (set at creation) */
+	struct uroce_counters *cnt;  /* that engine's counters */
 	enum ibv_qp_type type;       /* IBV_QPT_RC, UC, UD, XRC_SEND or XRC_RECV */
 	struct uroce_xrcd *xrcd;     /* XRC target: its domain */
 	struct uroce_pd *pd;
@@ -428,14 +435,23 @@ struct uroce_ctx {
 	_Atomic(struct uroce_srq *) *xsrq;
 	pthread_mutex_t xsrq_lock;
 	struct uroce_xrcd *xrcds;    /* opened by inode (fd), under xsrq_lock */
+	/* Engine threads (UROCE_ENGINES, docs/design.md "Several engine
+	 * threads"): eng is the first, started with the context; the others
+	 * start when a QP is first given to them, and stay till close.
+	 * Written under eng_lock, read without it once non-NULL. */
 	struct uroce_engine *eng;
+	_Atomic(struct uroce_engine *) engs[UROCE_MAX_ENGINES];
+	int max_engs;                /* how many this context may start */
+	unsigned next_eng;           /* round robin over them for new QPs */
+	pthread_mutex_t eng_lock;
 	struct uroce_mr_table mrs;
 	struct uroce_async async;
-	struct uroce_counters *cnt;  /* in the stat file; written by the engine only */
+	struct uroce_stat_file *cntf; /* the stat file, or a private copy without /dev/shm */
+	struct uroce_counters *cnt;  /* the first engine's (cntf->cnt); each engine writes its own */
 	struct uroce_stat_file *stat;
 	char stat_path[96];
 	atomic_int nqps;
-	void *cuctx;                 /* CUDA context of the last CUDA MR (engine thread) */
+	_Atomic(void *) cuctx;       /* CUDA context of the last CUDA MR (engine threads) */
 	struct verbs_context vctx;   /* must be last: ibv_context ends it */
 };
 
@@ -503,19 +519,29 @@ static inline struct uroce_mr *to_umr(struct ibv_mr *m)
 /* engine.c */
 int uroce_eng_start(struct uroce_ctx *ctx);
 void uroce_eng_stop(struct uroce_ctx *ctx);
-/* Runs fn(arg) on the engine thread and waits for it. */
+/* Runs fn(arg) on every engine thread of the context, one after the
+ * other, and waits for each: after it returns, no engine still works with
+ * what fn took away. uroce_eng_cur() is the engine fn runs on. */
 void uroce_eng_call(struct uroce_ctx *ctx, void (*fn)(void *), void *arg);
+/* Runs fn(arg) on the QP's engine thread and waits for it. */
+void uroce_eng_call_qp(struct uroce_qp *qp, void (*fn)(void *), void *arg);
+/* Runs fn(arg) once, while every engine thread of the context waits. */
+void uroce_eng_call_excl(struct uroce_ctx *ctx, void (*fn)(void *), void *arg);
+struct uroce_engine *uroce_eng_cur(void);
+/* The engine a new QP goes to (round robin, starting it if needed); the
+ * first engine when another cannot start. */
+struct uroce_engine *uroce_eng_pick(struct uroce_ctx *ctx);
+struct uroce_counters *uroce_eng_counters(struct uroce_engine *e);
 /* Tells the engine a QP has new work (posted WQEs). Lock-free; returns 1
  * when it had to wake the engine (one eventfd write, a system call). */
 /* 0: the engine is awake; 1: woken with a system call; 2: this thread
  * did the engine's turn itself (UROCE_PROGRESS=app) */
-int uroce_eng_doorbell(struct uroce_ctx *ctx, struct uroce_qp *qp);
+int uroce_eng_doorbell(struct uroce_qp *qp);
 /* UROCE_PROGRESS=app (the default): an application thread in
  * ibv_poll_cq/ibv_post_send runs the engine's turn itself when the engine
  * is idle (1 if it did); unpark: it stops polling (arms a CQ). */
 int uroce_eng_app_turn(struct uroce_ctx *ctx);
 void uroce_eng_unpark(struct uroce_ctx *ctx);
-int uroce_eng_is_self(struct uroce_ctx *ctx);
 void uroce_eng_activate(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_deactivate(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_attach(struct uroce_engine *e, struct uroce_qp *qp);

@@ -50,14 +50,19 @@ int uroce_cq_space(struct uroce_cq *cq)
 
 int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, int solicited)
 {
-	uint32_t prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
-	uint32_t cons = atomic_load_explicit(&cq->cons, memory_order_acquire);
+	uint32_t prod, cons;
 	int armed;
 
-	if (prod - cons >= cq->size)
+	pthread_spin_lock(&cq->push_lock);
+	prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
+	cons = atomic_load_explicit(&cq->cons, memory_order_acquire);
+	if (prod - cons >= cq->size) {
+		pthread_spin_unlock(&cq->push_lock);
 		return -1;
+	}
 	cq->ring[prod & (cq->size - 1)] = *wc;
 	atomic_store_explicit(&cq->prod, prod + 1, memory_order_release);
+	pthread_spin_unlock(&cq->push_lock);
 	/* Dekker with ibv_req_notify_cq + ibv_poll_cq: either the poller sees
 	 * this CQE or we see its arming (a store-load fence on both sides). */
 	atomic_thread_fence(memory_order_seq_cst);
@@ -294,12 +299,12 @@ uint32_t uroce_qpn_port(uint32_t qpn)
 
 int uroce_qp_connect(struct uroce_qp *qp)
 {
-	return uroce_eng_bind_qp(qp->ctx->eng, qp);
+	return uroce_eng_bind_qp(qp->eng, qp);
 }
 
 void uroce_qp_disconnect(struct uroce_qp *qp)
 {
-	uroce_eng_unbind_qp(qp->ctx->eng, qp);
+	uroce_eng_unbind_qp(qp->eng, qp);
 }
 
 /* The QP's copy stream, in the context of mr; NULL: copy synchronously
@@ -471,7 +476,7 @@ static void pf_start(struct uroce_qp *qp, uint64_t end)
 	if (qp->stage.pf_mr || !mr || end <= va || !(st = stream_for(qp, mr)))
 		return;
 	/* packets still queued may point into the other buffer */
-	uroce_eng_flush(qp->ctx->eng);
+	uroce_eng_flush(qp->eng);
 	if (va >= mr->iova + mr->length)
 		return;
 	qp->stage.pf_len = MIN((size_t)(end - va), qp->stage.cap);
@@ -505,7 +510,7 @@ uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t ke
 	if (bufs_alloc(qp->stage.buf, qp->stage.pinned, &qp->stage.cap, mr) || len > qp->stage.cap)
 		return NULL;
 	/* packets queued may point into the window about to change */
-	uroce_eng_flush(qp->ctx->eng);
+	uroce_eng_flush(qp->eng);
 	if (qp->stage.pf_mr == mr && qp->stage.pf_key == key && va >= qp->stage.pf_va &&
 	    va + len <= qp->stage.pf_va + qp->stage.pf_len) {
 		/* the prefetched window: wait for it and serve from it */
@@ -539,7 +544,7 @@ uint8_t *uroce_stage_linear(struct uroce_qp *qp, const struct uroce_mr *cudamr, 
 	if (bufs_alloc(qp->stage.buf, qp->stage.pinned, &qp->stage.cap, cudamr) ||
 	    len > qp->stage.cap)
 		return NULL;
-	uroce_eng_flush(qp->ctx->eng);
+	uroce_eng_flush(qp->eng);
 	if (pf_drop(qp))
 		return NULL;
 	qp->stage.mr = NULL;

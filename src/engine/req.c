@@ -82,8 +82,8 @@ static inline const struct uroce_cc_cfg *cc_cfg(const struct uroce_qp *qp)
 
 static void cc_count(struct uroce_qp *qp, const struct uroce_cc_stats *st)
 {
-	qp->ctx->cnt->cc_rate_cuts += st->cuts;
-	qp->ctx->cnt->cc_rate_incs += st->incs;
+	qp->cnt->cc_rate_cuts += st->cuts;
+	qp->cnt->cc_rate_incs += st->incs;
 }
 
 void uroce_req_cnp(struct uroce_qp *qp, uint64_t now)
@@ -110,7 +110,7 @@ static inline int cc_may_send(struct uroce_qp *qp, uint64_t now)
 		return 1;
 	if (uroce_cc_may_send(&qp->req.cc, uroce_cc_config(), now))
 		return 1;
-	qp->ctx->cnt->cc_pace_waits++;
+	qp->cnt->cc_pace_waits++;
 	return 0;
 }
 
@@ -513,7 +513,7 @@ static void do_rewind(struct uroce_qp *qp)
 	w = find_psn(qp, target, &idx);
 	if (!w)
 		return;
-	qp->ctx->cnt->retrans_pkts += (uint64_t)psn_diff(qp->req.psn, target);
+	qp->cnt->retrans_pkts += (uint64_t)psn_diff(qp->req.psn, target);
 	/* up to the current WQE, never into slots not posted yet (cur may be
 	 * the next free slot, which the application may be filling now) */
 	head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
@@ -572,7 +572,7 @@ static int ack_upto(struct uroce_qp *qp, uint32_t apsn)
 		if (is_rd_atomic(w->opcode)) {
 			/* The responder has executed a READ or atomic whose
 			 * response we lack: implied NAK (9.7.5.1.2). */
-			qp->ctx->cnt->implied_naks++;
+			qp->cnt->implied_naks++;
 			request_rewind(qp);
 			break;
 		}
@@ -636,7 +636,7 @@ static void on_sack(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 	/* the run [lo, hi] the responder placed (docs/wire.md) */
 	uint32_t off = p->msn >> SACK_OFF_SHIFT, n = (p->msn & SACK_LEN_MASK) + 1;
 	uint32_t hi = psn_add(p->psn, off), lo = psn_add(hi, (PSN_MASK + 1) - (n - 1));
-	qp->ctx->cnt->sr_sacks_rcvd++;
+	qp->cnt->sr_sacks_rcvd++;
 	uroce_trace("sack_rx", "qpn=0x%x psn=0x%x run=0x%x..0x%x", qp->qpn, p->psn,
 		    off ? lo : p->psn, off ? hi : p->psn);
 	if (p->psn != qp->req.una)
@@ -731,8 +731,8 @@ static void sr_resend(struct uroce_engine *e, struct uroce_qp *qp, int *budget)
 		uroce_trace("rtx", "qpn=0x%x psn=0x%x selective=1", qp->qpn, psn);
 		uroce_eng_send(e, qp, &tp);
 		cc_sent(qp, uroce_eng_now(e), tp.paylen);
-		qp->ctx->cnt->retrans_pkts++;
-		qp->ctx->cnt->sr_retrans_pkts++;
+		qp->cnt->retrans_pkts++;
+		qp->cnt->sr_retrans_pkts++;
 		if (psn == qp->req.una) {
 			qp->req.una_sent_at = uroce_eng_now(e);
 			qp->req.rec_deadline = qp->req.una_sent_at + rec_rto(qp);
@@ -766,29 +766,29 @@ static void on_aeth(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 	if ((syn & AETH_TYPE_MASK) != AETH_ACK &&
 	    (psn_diff(p->psn, qp->req.una) < 0 || psn_diff(p->psn, qp->req.hi_psn) >= 0)) {
 		if (p->sack)
-			qp->ctx->cnt->sr_sacks_rcvd++; /* overtaken by progress */
+			qp->cnt->sr_sacks_rcvd++; /* overtaken by progress */
 		else
-			qp->ctx->cnt->drop_opcode++;
+			qp->cnt->drop_opcode++;
 		return;
 	}
 
 	switch (syn & AETH_TYPE_MASK) {
 	case AETH_ACK:
-		qp->ctx->cnt->acks_rcvd++;
+		qp->cnt->acks_rcvd++;
 		uroce_trace("ack_rx", "qpn=0x%x psn=0x%x msn=%u", qp->qpn, p->psn, p->msn);
 		if (ack_upto(qp, p->psn))
 			progress_made(qp, now);
 		return;
 	case AETH_RNR_NAK:
 		/* 9.7.5.2.8: everything before the NAKed PSN is done. */
-		qp->ctx->cnt->rnr_naks_rcvd++;
+		qp->cnt->rnr_naks_rcvd++;
 		uroce_trace("rnr_rx", "qpn=0x%x psn=0x%x timer=%u", qp->qpn, p->psn, syn & 0x1f);
 		if (psn_diff(p->psn, qp->req.una) > 0 && ack_upto(qp, psn_add(p->psn, PSN_MASK)))
 			progress_made(qp, now);
 		if (p->psn != qp->req.una)
 			return;
 		if (qp->req.rnr_left == 0) {
-			qp->ctx->cnt->rnr_retry_exceeded++;
+			qp->cnt->rnr_retry_exceeded++;
 			fail_oldest(qp, IBV_WC_RNR_RETRY_EXC_ERR);
 			return;
 		}
@@ -813,18 +813,18 @@ static void on_aeth(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t now)
 			on_sack(qp, p, now);
 			return;
 		}
-		qp->ctx->cnt->seq_naks_rcvd++;
+		qp->cnt->seq_naks_rcvd++;
 		if (p->psn == qp->req.una) {
 			window_loss(qp);
 			request_rewind(qp);
 		}
 		return;
 	case NAK_INVALID_REQ:
-		qp->ctx->cnt->rem_inv_req_errs++;
+		qp->cnt->rem_inv_req_errs++;
 		fail_oldest(qp, IBV_WC_REM_INV_REQ_ERR);
 		return;
 	case NAK_REM_ACCESS_ERR:
-		qp->ctx->cnt->rem_access_errs++;
+		qp->cnt->rem_access_errs++;
 		fail_oldest(qp, IBV_WC_REM_ACCESS_ERR);
 		return;
 	case NAK_REM_OP_ERR:
@@ -870,7 +870,7 @@ static int rd_place_ahead(struct uroce_qp *qp, struct uroce_swqe *w, const struc
 	if (!qp->rd_got && !(qp->rd_got = calloc(SR_BITS / 64, sizeof(uint64_t))))
 		return 0;
 	if (sr_test(qp->rd_got, p->psn)) {
-		qp->ctx->cnt->dup_responses++;
+		qp->cnt->dup_responses++;
 		return 1;
 	}
 	/* checked as in order; one that fails waits for its turn to fail */
@@ -880,7 +880,7 @@ static int rd_place_ahead(struct uroce_qp *qp, struct uroce_swqe *w, const struc
 	    scatter(qp, w, off, p->payload, p->paylen))
 		return 0;
 	sr_set(qp->rd_got, p->psn);
-	qp->ctx->cnt->rd_placed_ahead++;
+	qp->cnt->rd_placed_ahead++;
 	return 1;
 }
 
@@ -941,7 +941,7 @@ static void rd_catch_up(struct uroce_qp *qp)
 /* Goes back to the first missing READ response (once per gap). */
 static void rd_gap_report(struct uroce_qp *qp, uint32_t missing)
 {
-	qp->ctx->cnt->implied_naks++;
+	qp->cnt->implied_naks++;
 	qp->req.rd_gap_start = 0;
 	if (!qp->req.rewind && qp->req.gap_psn != missing) {
 		qp->req.gap_psn = missing;
@@ -965,7 +965,7 @@ static void on_read_resp(struct uroce_qp *qp, const struct wire_pkt *p, uint64_t
 		return; /* stray or duplicate */
 	if (p->psn != w->resp_next) {
 		if (psn_diff(p->psn, w->resp_next) < 0) {
-			qp->ctx->cnt->dup_responses++;
+			qp->cnt->dup_responses++;
 			return;
 		}
 		/* a gap: place it if it is a READ's, and wait a little */
@@ -1037,7 +1037,7 @@ void uroce_comp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 	(void)e;
 	if (qp->eng_state != IBV_QPS_RTS && qp->eng_state != IBV_QPS_SQD &&
 	    qp->eng_state != IBV_QPS_SQE) {
-		qp->ctx->cnt->drop_state++;
+		qp->cnt->drop_state++;
 		return;
 	}
 	qp->req.heard = 1;
@@ -1055,7 +1055,7 @@ void uroce_comp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		on_atomic_ack(qp, p, now);
 		break;
 	default:
-		qp->ctx->cnt->drop_opcode++;
+		qp->cnt->drop_opcode++;
 		return;
 	}
 	if (qp->eng_state != IBV_QPS_ERR)
@@ -1100,12 +1100,12 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 		 * dropped time after time), and IBA's retry count stands for
 		 * a peer that answers nothing. A dead or frozen peer says
 		 * nothing, so its failure timing is the attributes' own. */
-		qp->ctx->cnt->timeouts++;
+		qp->cnt->timeouts++;
 		if (qp->req.heard && qp->req.excused < TIMEOUT_EXCUSES) {
 			qp->req.excused++;
-			qp->ctx->cnt->timeouts_excused++;
+			qp->cnt->timeouts_excused++;
 		} else if (qp->req.retry_left <= 0) {
-			qp->ctx->cnt->retry_exceeded++;
+			qp->cnt->retry_exceeded++;
 			fail_oldest(qp, IBV_WC_RETRY_EXC_ERR);
 			return;
 		} else {

@@ -109,7 +109,7 @@ static int ooo_hold(struct uroce_qp *qp, const struct wire_pkt *p, int32_t d)
 		return 0;
 	if (o->slot[i]) {
 		if (o->slot[i]->p.psn == p->psn) {
-			qp->ctx->cnt->dup_requests++;
+			qp->cnt->dup_requests++;
 			return 1;
 		}
 		ooo_put(o, i); /* one of an older gap the requester went back over */
@@ -117,7 +117,7 @@ static int ooo_hold(struct uroce_qp *qp, const struct wire_pkt *p, int32_t d)
 	if (atomic_fetch_add(&ooo_bytes, sz) + sz > OOO_BYTES_MAX ||
 	    !(k = malloc(sz))) {
 		atomic_fetch_sub(&ooo_bytes, sz);
-		qp->ctx->cnt->ooo_full++;
+		qp->cnt->ooo_full++;
 		return 0;
 	}
 	k->p = *p;
@@ -125,7 +125,7 @@ static int ooo_hold(struct uroce_qp *qp, const struct wire_pkt *p, int32_t d)
 	k->p.payload = k->data;
 	o->slot[i] = k;
 	o->n++;
-	qp->ctx->cnt->ooo_held++;
+	qp->cnt->ooo_held++;
 	return 1;
 }
 
@@ -173,7 +173,7 @@ static void send_aeth_sack(struct uroce_engine *e, struct uroce_qp *qp, uint8_t 
 	tp.h.msn = msn;
 	tp.h.sack = (uint8_t)sack;
 	uroce_eng_send(e, qp, &tp);
-	qp->ctx->cnt->acks_sent++;
+	qp->cnt->acks_sent++;
 }
 
 static void send_aeth(struct uroce_engine *e, struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
@@ -258,15 +258,23 @@ static int remote_ok(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t l
 int uroce_resp_take_rwqe(struct uroce_qp *qp)
 {
 	struct uroce_rq *rq = qp->srq ? &qp->srq->rq : &qp->rq;
-	struct uroce_rwqe *r = uroce_rq_peek(rq);
+	struct uroce_rwqe *r;
 
-	if (!r)
+	if (qp->srq)
+		pthread_spin_lock(&rq->take_lock);
+	r = uroce_rq_peek(rq);
+	if (!r) {
+		if (qp->srq)
+			pthread_spin_unlock(&rq->take_lock);
 		return 0;
+	}
 	qp->resp.rwqe_id = r->wr_id;
 	qp->resp.rwqe_nsge = r->num_sge;
 	qp->resp.rwqe_len = r->length;
 	memcpy(qp->resp.rwqe_sge, r->sge, sizeof(r->sge[0]) * r->num_sge);
 	uroce_rq_pop(rq);
+	if (qp->srq)
+		pthread_spin_unlock(&rq->take_lock);
 	qp->resp.have_rwqe = 1;
 	if (qp->srq && qp->srq->limit && atomic_load(&qp->srq->armed_limit)) {
 		uint32_t left = atomic_load(&rq->head) - atomic_load(&rq->tail);
@@ -546,7 +554,7 @@ static void sack_flush(struct uroce_engine *e, struct uroce_qp *qp)
 	uroce_trace("sack_tx", "qpn=0x%x epsn=0x%x placed=0x%x..0x%x", qp->qpn, qp->resp.epsn,
 		    msn ? lo : qp->resp.epsn, msn ? hi : qp->resp.epsn);
 	qp->resp.gap_sacked = 1;
-	qp->ctx->cnt->sr_sacks_sent++;
+	qp->cnt->sr_sacks_sent++;
 }
 
 /* Places a packet that came after a gap if it says (or its message's
@@ -563,7 +571,7 @@ static int sr_place_ahead(struct uroce_qp *qp, const struct wire_pkt *p, int32_t
 	if (!x)
 		return 0;
 	if (sr_test(x->placed, p->psn)) {
-		qp->ctx->cnt->dup_requests++;
+		qp->cnt->dup_requests++;
 		return 1;
 	}
 	switch (p->opcode) {
@@ -605,7 +613,7 @@ static int sr_place_ahead(struct uroce_qp *qp, const struct wire_pkt *p, int32_t
 		    (unsigned long long)va, p->paylen,
 		    mr && mr->kind == UROCE_MEM_CUDA ? "cuda" : "host", (int)d);
 	sr_set(x->placed, p->psn);
-	qp->ctx->cnt->sr_placed_ahead++;
+	qp->cnt->sr_placed_ahead++;
 	return 1;
 }
 
@@ -662,7 +670,7 @@ static void duplicate(struct uroce_engine *e, struct uroce_qp *qp, const struct 
 {
 	uint32_t f = wire_opcodes[p->opcode].flags;
 
-	qp->ctx->cnt->dup_requests++;
+	qp->cnt->dup_requests++;
 	if (f & OPF_READ) {
 		/* Re-execute (C9-104); the requester went back and will ask
 		 * again for everything after, so queued responses go. */
@@ -709,7 +717,7 @@ static void duplicate(struct uroce_engine *e, struct uroce_qp *qp, const struct 
 static void uc_abandon(struct uroce_qp *qp)
 {
 	if (qp->resp.msg != RESP_MSG_NONE)
-		qp->ctx->cnt->uc_msgs_dropped++;
+		qp->cnt->uc_msgs_dropped++;
 	qp->resp.msg = RESP_MSG_NONE;
 	qp->resp.msg_off = 0;
 }
@@ -725,7 +733,7 @@ static void uc_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire
 		if (!(f & OPF_FIRST)) {
 			/* a MIDDLE or LAST whose message began unseen */
 			qp->resp.epsn = psn_add(p->psn, 1);
-			qp->ctx->cnt->drop_opcode++;
+			qp->cnt->drop_opcode++;
 			return;
 		}
 	}
@@ -734,7 +742,7 @@ static void uc_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire
 	 * that breaks them is dropped with its message. */
 	if (!(f & OPF_LAST) ? p->paylen != qp->pmtu : p->paylen > qp->pmtu) {
 		uc_abandon(qp);
-		qp->ctx->cnt->drop_malformed++;
+		qp->cnt->drop_malformed++;
 		return;
 	}
 	if (f & OPF_SEND) {
@@ -742,7 +750,7 @@ static void uc_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire
 
 		if ((f & OPF_FIRST) && !qp->resp.have_rwqe && !uroce_resp_take_rwqe(qp)) {
 			/* no receive WQE: the message is dropped (no RNR on UC) */
-			qp->ctx->cnt->drop_no_rwqe++;
+			qp->cnt->drop_no_rwqe++;
 			return;
 		}
 		if (f & OPF_FIRST) {
@@ -775,7 +783,7 @@ static void uc_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire
 		if (!remote_ok(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE, NULL)) {
 			/* UC: a remote access violation drops the message
 			 * silently (9.8.3.2) */
-			qp->ctx->cnt->rem_access_errs++;
+			qp->cnt->rem_access_errs++;
 			return;
 		}
 		qp->resp.wr_rkey = p->rkey;
@@ -787,7 +795,7 @@ static void uc_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire
 	if ((uint64_t)qp->resp.msg_off + p->paylen > qp->resp.wr_len ||
 	    ((f & OPF_LAST) && qp->resp.msg_off + p->paylen != qp->resp.wr_len)) {
 		uc_abandon(qp);
-		qp->ctx->cnt->drop_malformed++;
+		qp->cnt->drop_malformed++;
 		return;
 	}
 	if (p->paylen) {
@@ -797,7 +805,7 @@ static void uc_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire
 		if (!remote_ok(qp, qp->resp.wr_rkey, va, p->paylen, IBV_ACCESS_REMOTE_WRITE, &mr) ||
 		    uroce_place(qp, mr, va, p->payload, p->paylen)) {
 			uc_abandon(qp);
-			qp->ctx->cnt->rem_access_errs++;
+			qp->cnt->rem_access_errs++;
 			return;
 		}
 	}
@@ -807,7 +815,7 @@ static void uc_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire
 		/* WRITE with immediate consumes a receive WQE at its end */
 		if (f & OPF_IMM) {
 			if (!qp->resp.have_rwqe && !uroce_resp_take_rwqe(qp)) {
-				qp->ctx->cnt->drop_no_rwqe++;
+				qp->cnt->drop_no_rwqe++;
 				return;
 			}
 			complete_recv(qp, p, IBV_WC_RECV_RDMA_WITH_IMM, qp->resp.wr_len);
@@ -848,7 +856,7 @@ static void report_gap(struct uroce_engine *e, struct uroce_qp *qp)
 		return;
 	send_aeth(e, qp, AETH_NAK | NAK_PSN_SEQ_ERR, qp->resp.epsn);
 	qp->resp.nak_sent = 1;
-	qp->ctx->cnt->seq_naks_sent++;
+	qp->cnt->seq_naks_sent++;
 	uroce_trace("gap_nak", "qpn=0x%x epsn=0x%x after=%u", qp->qpn, qp->resp.epsn,
 		    qp->resp.gap_pkts);
 }
@@ -860,12 +868,12 @@ static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct w
 	int32_t d;
 
 	if (!uroce_qp_takes_packets(qp)) {
-		qp->ctx->cnt->drop_state++;
+		qp->cnt->drop_state++;
 		return;
 	}
 	if (p->pkey != DEFAULT_PKEY) {
 		/* C9-41: P_Key mismatch, silently dropped and counted. */
-		qp->ctx->cnt->drop_pkey++;
+		qp->cnt->drop_pkey++;
 		return;
 	}
 	if (!qp->resp.comm_est) {
@@ -904,7 +912,7 @@ static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct w
 		return;
 	}
 	if (qp->resp.gap_start && !qp->resp.nak_sent && !qp->resp.gap_sacked)
-		qp->ctx->cnt->gap_filled++; /* only overtaken: nothing resent */
+		qp->cnt->gap_filled++; /* only overtaken: nothing resent */
 	qp->resp.gap_start = 0;
 	qp->resp.nak_sent = 0;
 
@@ -933,7 +941,7 @@ static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct w
 				/* Receiver not ready (9.7.5.2.8). */
 				send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
 					  qp->resp.epsn);
-				qp->ctx->cnt->rnr_naks_sent++;
+				qp->cnt->rnr_naks_sent++;
 				/* the requester resends from here after the RNR
 				 * timer: later packets are dropped without NAKs */
 				qp->resp.nak_sent = 1;
@@ -957,7 +965,7 @@ static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct w
 
 		if ((f & OPF_FIRST) &&
 		    !remote_ok(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE, NULL)) {
-			qp->ctx->cnt->rem_access_errs++;
+			qp->cnt->rem_access_errs++;
 			nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 			return;
 		}
@@ -967,7 +975,7 @@ static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct w
 		if ((f & OPF_IMM) && !qp->resp.have_rwqe && !uroce_resp_take_rwqe(qp)) {
 			send_aeth(e, qp, (uint8_t)(AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
 				  qp->resp.epsn);
-			qp->ctx->cnt->rnr_naks_sent++;
+			qp->cnt->rnr_naks_sent++;
 			qp->resp.nak_sent = 1;
 			return;
 		}
@@ -994,7 +1002,7 @@ static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct w
 			if (!remote_ok(qp, qp->resp.wr_rkey, va, p->paylen, IBV_ACCESS_REMOTE_WRITE,
 				       &mr) ||
 			    uroce_place(qp, mr, va, p->payload, p->paylen)) {
-				qp->ctx->cnt->rem_access_errs++;
+				qp->cnt->rem_access_errs++;
 				nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 				return;
 			}
@@ -1017,7 +1025,7 @@ static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct w
 			return;
 		}
 		if (!remote_ok(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ, NULL)) {
-			qp->ctx->cnt->rem_access_errs++;
+			qp->cnt->rem_access_errs++;
 			nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 			return;
 		}
@@ -1045,7 +1053,7 @@ static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct w
 			return;
 		}
 		if (!remote_ok(qp, p->rkey, p->va, 8, IBV_ACCESS_REMOTE_ATOMIC, &mr)) {
-			qp->ctx->cnt->rem_access_errs++;
+			qp->cnt->rem_access_errs++;
 			nak_fatal(e, qp, NAK_REM_ACCESS_ERR, 0);
 			return;
 		}
@@ -1095,7 +1103,7 @@ static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct w
 		sr_drain(e, qp);
 		return;
 	} else {
-		qp->ctx->cnt->drop_opcode++;
+		qp->cnt->drop_opcode++;
 		return;
 	}
 	epsn_advance(qp, 1);

@@ -155,7 +155,7 @@ static void fill_grh(uint8_t *grh, uint32_t saddr, uint32_t daddr, uint8_t tos, 
 void uroce_ud_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire_pkt *p,
 		 const struct uroce_rx_meta *m)
 {
-	struct uroce_counters *c = qp->ctx->cnt;
+	struct uroce_counters *c = qp->cnt;
 	uint8_t grh[UROCE_GRH_LEN];
 	enum ibv_wc_status st;
 	struct ibv_wc wc;

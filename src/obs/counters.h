@@ -10,7 +10,10 @@
 #include <stdint.h>
 
 #define UROCE_STAT_MAGIC 0x74617473656f7275ull /* "urocesta" */
-#define UROCE_STAT_VERSION 5
+#define UROCE_STAT_VERSION 6
+/* Engine threads a device context may run (UROCE_ENGINES); each writes
+ * its own block of counters, readers add them up. */
+#define UROCE_MAX_ENGINES 16
 #define UROCE_STAT_DIR "/dev/shm"
 #define UROCE_STAT_PREFIX "uroce-"
 
@@ -91,7 +94,23 @@ struct uroce_stat_file {
 	char ibdev[64];
 	char ifname[16];
 	char comm[32];            /* the process name */
-	struct uroce_counters cnt;
+	struct uroce_counters cnt;   /* the first engine's; the sum in a snapshot */
+	struct uroce_counters more[UROCE_MAX_ENGINES - 1]; /* the other engines' */
 };
+
+/* The counters of all of a file's engines, added up. */
+static inline void uroce_stat_total(const struct uroce_stat_file *f, struct uroce_counters *out)
+{
+	uint64_t *o = (uint64_t *)out;
+	const uint64_t *v = (const uint64_t *)&f->cnt;
+
+	for (size_t k = 0; k < sizeof(*out) / sizeof(uint64_t); k++)
+		o[k] = v[k];
+	for (int i = 0; i < UROCE_MAX_ENGINES - 1; i++) {
+		v = (const uint64_t *)&f->more[i];
+		for (size_t k = 0; k < sizeof(*out) / sizeof(uint64_t); k++)
+			o[k] += v[k];
+	}
+}
 
 #endif

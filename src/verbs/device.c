@@ -137,11 +137,12 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	}
 	ctx->stat = uroce_stat_create(d->nd.ibname, d->nd.ifname, ctx->stat_path,
 				      sizeof(ctx->stat_path));
-	ctx->cnt = ctx->stat ? &ctx->stat->cnt : calloc(1, sizeof(*ctx->cnt));
-	if (!ctx->cnt) {
+	ctx->cntf = ctx->stat ? ctx->stat : calloc(1, sizeof(*ctx->cntf));
+	if (!ctx->cntf) {
 		ret = ENOMEM;
 		goto fail;
 	}
+	ctx->cnt = &ctx->cntf->cnt;
 	uroce__init_ops(ctx);
 	uroce_pcap_init();
 	uroce_trace_init();
@@ -154,7 +155,7 @@ fail:
 	if (ctx->stat)
 		uroce_stat_destroy(ctx->stat, ctx->stat_path);
 	else
-		free(ctx->cnt);
+		free(ctx->cntf);
 	if (ctx->async.efd >= 0)
 		close(ctx->async.efd);
 	if (c->cmd_fd >= 0)
@@ -172,8 +173,9 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 	if (uroce_trace_on)
 		uroce_trace_flush();
 	{
-		const struct uroce_counters *k = ctx->cnt;
+		struct uroce_counters sum, *k = &sum;
 
+		uroce_stat_total(ctx->cntf, &sum);
 		uroce_info("%s: tx %lu pkts rx %lu pkts retrans %lu timeouts %lu seq_nak tx/rx %lu/%lu "
 			   "rnr tx/rx %lu/%lu dup_req %lu dup_resp %lu implied_nak %lu icrc_err %lu "
 			   "drops malformed %lu qpn %lu state %lu tx_full %lu acks tx/rx %lu/%lu "
@@ -191,7 +193,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 	if (ctx->stat)
 		uroce_stat_destroy(ctx->stat, ctx->stat_path);
 	else
-		free(ctx->cnt);
+		free(ctx->cntf);
 	close(ctx->async.efd);
 	close(context->cmd_fd);
 	free(ctx->async.q);

@@ -169,7 +169,7 @@ struct mcast_cmd {
 static void mcast_fn(void *arg)
 {
 	struct mcast_cmd *c = arg;
-	struct uroce_engine *e = c->qp->ctx->eng;
+	struct uroce_engine *e = c->qp->eng;
 
 	c->ret = c->attach ? uroce_eng_mcast_attach(e, c->qp, c->group)
 			   : uroce_eng_mcast_detach(e, c->qp, c->group);
@@ -187,7 +187,7 @@ static int mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, int attach)
 	 * group in a ::ffff: GID, as RoCEv2 maps them) */
 	if (c.qp->type != IBV_QPT_UD || !IN_MULTICAST(ntohl(c.group)))
 		return EINVAL;
-	uroce_eng_call(c.qp->ctx, mcast_fn, &c);
+	uroce_eng_call_qp(c.qp, mcast_fn, &c);
 	return c.ret;
 }
 

@@ -44,7 +44,7 @@ static void forget_mr_fn(void *arg)
 {
 	struct forget_args *a = arg;
 
-	uroce_eng_forget_mr(a->ctx->eng, a->mr);
+	uroce_eng_forget_mr(uroce_eng_cur(), a->mr);
 }
 
 /* ---- PD ---- */
@@ -85,9 +85,9 @@ static void cuda_prepare_fn(void *arg)
 	struct uroce_mr *mr = arg;
 	struct uroce_ctx *ctx = to_uctx(mr->ibmr.context);
 
-	ctx->cuctx = mr->cuctx;
+	atomic_store(&ctx->cuctx, mr->cuctx);
 	uroce_cuda_sync_prepare(mr->cuctx);
-	for (struct uroce_qp *qp = uroce_eng_all_qps(ctx->eng); qp; qp = qp->all_next)
+	for (struct uroce_qp *qp = uroce_eng_all_qps(uroce_eng_cur()); qp; qp = qp->all_next)
 		uroce_qp_cuda_prepare(qp, mr->cuctx);
 }
 
@@ -410,6 +410,7 @@ UROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 		return NULL;
 	}
 	pthread_spin_init(&cq->poll_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&cq->push_lock, PTHREAD_PROCESS_PRIVATE);
 	cq->ibcq.context = context;
 	cq->ibcq.channel = channel;
 	cq->ibcq.cq_context = cq_context;
@@ -466,7 +467,8 @@ UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	a.ring = calloc(a.size, sizeof(*a.ring));
 	if (!a.ring)
 		return ENOMEM;
-	uroce_eng_call(to_uctx(ibcq->context), resize_fn, &a);
+	/* every engine stands still: any of them may push into it */
+	uroce_eng_call_excl(to_uctx(ibcq->context), resize_fn, &a);
 	free(a.ring);
 	return a.ret;
 }
@@ -499,6 +501,7 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		cq->chan->ch.refcnt--;
 	}
 	pthread_spin_destroy(&cq->poll_lock);
+	pthread_spin_destroy(&cq->push_lock);
 	free(cq->ring);
 	free(cq);
 	return 0;
@@ -548,6 +551,7 @@ static int rq_init(struct uroce_rq *rq, uint32_t max_wr, uint32_t max_sge)
 	rq->stride = (uint32_t)(sizeof(struct uroce_rwqe) + sizeof(struct ibv_sge) * rq->max_sge);
 	rq->ring = calloc(rq->size, rq->stride);
 	pthread_spin_init(&rq->lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&rq->take_lock, PTHREAD_PROCESS_PRIVATE);
 	return rq->ring ? 0 : ENOMEM;
 }
 
@@ -555,6 +559,7 @@ static void rq_fini(struct uroce_rq *rq)
 {
 	free(rq->ring);
 	pthread_spin_destroy(&rq->lock);
+	pthread_spin_destroy(&rq->take_lock);
 }
 
 static int rq_post(struct uroce_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
@@ -738,7 +743,7 @@ struct qp_cmd {
  * follow from the QPN (docs/design.md, "Receive demultiplexing"). */
 static int alloc_qpn(struct uroce_qp *qp)
 {
-	const struct uroce_engine *e = qp->ctx->eng;
+	const struct uroce_engine *e = qp->eng;
 	const uint32_t lo = 1024, n = 65535 - lo; /* ports 1024..65534 */
 	/* Random probes above 4791 first: capture tools (tshark) pick the
 	 * dissector of the lower port of a UDP datagram, and many below 4791
@@ -829,6 +834,8 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd
 		return NULL;
 	}
 	qp->ctx = ctx;
+	qp->eng = uroce_eng_pick(ctx);
+	qp->cnt = uroce_eng_counters(qp->eng);
 	qp->type = t;
 	qp->pd = ibpd ? to_upd(ibpd) : NULL;
 	qp->scq = init->send_cq ? to_ucq(init->send_cq) : NULL;
@@ -899,7 +906,7 @@ static struct ibv_qp *create_qp(struct ibv_context *context, struct ibv_pd *ibpd
 	atomic_fetch_add(&ctx->nqps, 1);
 	if (ctx->stat)
 		ctx->stat->nqps = (uint32_t)atomic_load(&ctx->nqps);
-	uroce_eng_call(ctx, attach_fn, qp);
+	uroce_eng_call_qp(qp, attach_fn, qp);
 	init->cap = qp->cap;
 	return &qp->qpx.qp_base;
 }
@@ -958,7 +965,7 @@ static void attach_fn(void *arg)
 {
 	struct uroce_qp *qp = arg;
 
-	uroce_eng_attach(qp->ctx->eng, qp);
+	uroce_eng_attach(qp->eng, qp);
 }
 
 static void destroy_fn(void *arg)
@@ -972,16 +979,16 @@ static void destroy_fn(void *arg)
 			   atomic_load(&qp->sq_tail) != atomic_load(&qp->sq_head) &&
 			   (qp->type == IBV_QPT_UD || qp->type == IBV_QPT_UC);
 	     pass++) {
-		uint64_t now = uroce_eng_now(qp->ctx->eng);
+		uint64_t now = uroce_eng_now(qp->eng);
 
 		if (qp->type == IBV_QPT_UD)
-			uroce_ud_progress(qp->ctx->eng, qp, now);
+			uroce_ud_progress(qp->eng, qp, now);
 		else
-			uroce_req_progress(qp->ctx->eng, qp, now);
+			uroce_req_progress(qp->eng, qp, now);
 	}
-	uroce_eng_flush(qp->ctx->eng);
-	uroce_eng_detach(qp->ctx->eng, qp);
-	uroce_eng_deactivate(qp->ctx->eng, qp);
+	uroce_eng_flush(qp->eng);
+	uroce_eng_detach(qp->eng, qp);
+	uroce_eng_deactivate(qp->eng, qp);
 	uroce_qp_disconnect(qp);
 	if (qp->tx_fd >= 0)
 		close(qp->tx_fd);
@@ -998,7 +1005,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	if (qp->nmcast)
 		return EBUSY;
 
-	uroce_eng_call(qp->ctx, destroy_fn, qp);
+	uroce_eng_call_qp(qp, destroy_fn, qp);
 	if (qp->type == IBV_QPT_XRC_RECV) {
 		/* pd, rcq and srq were its last request's SRQ's, not its own */
 		atomic_fetch_sub(&qp->xrcd->refs, 1);
@@ -1287,7 +1294,7 @@ static void apply_fn(void *arg)
 		}
 		if (sip != qp->src_ip4) {
 			/* another source address: same port, new socket */
-			int fd = uroce_eng_backend(qp->ctx->eng)->tx_open(sip, qp->sport);
+			int fd = uroce_eng_backend(qp->eng)->tx_open(sip, qp->sport);
 
 			if (fd < 0) {
 				c->ret = -fd;
@@ -1315,8 +1322,8 @@ static void apply_fn(void *arg)
 		qp->resp.epsn = a->rq_psn & PSN_MASK;
 		/* a QP connected after CUDA memory was registered gets its CUDA
 		 * resources now, not during a kernel (uroce_qp_cuda_prepare) */
-		if (qp->ctx->cuctx)
-			uroce_qp_cuda_prepare(qp, qp->ctx->cuctx);
+		if (atomic_load(&qp->ctx->cuctx))
+			uroce_qp_cuda_prepare(qp, atomic_load(&qp->ctx->cuctx));
 		/* selective repeat is a responder choice of RC (no ACKs on UC) */
 		qp->sr = qp->type == IBV_QPT_RC && uroce_retrans_sr();
 		uroce_gap_params(&qp->gap_after, &qp->gap_wait_ns);
@@ -1397,12 +1404,12 @@ static void apply_fn(void *arg)
 	if (next == cur)
 		return;
 	if (next == IBV_QPS_RESET) {
-		uroce_eng_deactivate(qp->ctx->eng, qp);
+		uroce_eng_deactivate(qp->eng, qp);
 		uroce_qp_disconnect(qp);
 		uroce_qp_reset_transport(qp);
 	} else if (next == IBV_QPS_ERR) {
 		uroce_qp_to_error(qp);
-		uroce_eng_activate(qp->ctx->eng, qp);
+		uroce_eng_activate(qp->eng, qp);
 	}
 	qp->attr.qp_state = next;
 	qp->eng_state = next;
@@ -1411,7 +1418,7 @@ static void apply_fn(void *arg)
 	if (next == IBV_QPS_SQD && qp->attr.en_sqd_async_notify && !uroce_req_busy(qp))
 		uroce_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, &qp->qpx.qp_base);
 	if (next == IBV_QPS_RTS)
-		uroce_eng_activate(qp->ctx->eng, qp);
+		uroce_eng_activate(qp->eng, qp);
 }
 
 UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
@@ -1448,7 +1455,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, in
 			  qp->qpn, mask, attr->ah_attr.is_global);
 		return ret;
 	}
-	uroce_eng_call(qp->ctx, apply_fn, &c);
+	uroce_eng_call_qp(qp, apply_fn, &c);
 	return c.ret;
 }
 
@@ -1618,7 +1625,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	}
 	pthread_spin_unlock(&qp->sq_lock);
 	if (posted) {
-		int r = uroce_eng_doorbell(qp->ctx, qp);
+		int r = uroce_eng_doorbell(qp);
 
 		uroce_trace("doorbell", "qpn=0x%x syscall=%d turn=%d", qp->qpn, r == 1, r == 2);
 	}
@@ -1640,7 +1647,7 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_rec
 	uroce_trace("post_recv", "qpn=0x%x wr_id=%llu", qp->qpn,
 		    wr ? (unsigned long long)wr->wr_id : 0ull);
 	if (st == IBV_QPS_ERR)
-		uroce_eng_doorbell(qp->ctx, qp); /* flush them */
+		uroce_eng_doorbell(qp); /* flush them */
 	return ret;
 }
 

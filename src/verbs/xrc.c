@@ -154,7 +154,7 @@ static void forget_fn(void *arg)
 	atomic_store(&ctx->xsrq[srq->srqn - 1], NULL);
 	/* target QPs whose last request named it let go of it (the engine
 	 * thread owns their srq, pd and rcq) */
-	for (struct uroce_qp *qp = uroce_eng_all_qps(ctx->eng); qp; qp = qp->all_next)
+	for (struct uroce_qp *qp = uroce_eng_all_qps(uroce_eng_cur()); qp; qp = qp->all_next)
 		if (qp->type == IBV_QPT_XRC_RECV && qp->srq == srq) {
 			qp->srq = NULL;
 			qp->rcq = NULL;

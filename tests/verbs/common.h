@@ -648,8 +648,12 @@ static inline uint64_t tv_counter(size_t off)
 		FILE *f = fopen(g.gl_pathv[i], "r");
 		struct uroce_stat_file sf;
 
-		if (f && fread(&sf, sizeof(sf), 1, f) == 1 && sf.magic == UROCE_STAT_MAGIC)
-			sum += *(const uint64_t *)((const char *)&sf.cnt + off);
+		if (f && fread(&sf, sizeof(sf), 1, f) == 1 && sf.magic == UROCE_STAT_MAGIC) {
+			struct uroce_counters all;
+
+			uroce_stat_total(&sf, &all); /* every engine thread's */
+			sum += *(const uint64_t *)((const char *)&all + off);
+		}
 		if (f)
 			fclose(f);
 	}

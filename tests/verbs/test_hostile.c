@@ -247,7 +247,7 @@ static struct uroce_counters ctx_cnt(int idx)
 		fclose(f);
 		T_EQ_U64(sf.magic, UROCE_STAT_MAGIC);
 		T_EQ_INT(sf.size, sizeof(sf));
-		c = sf.cnt;
+		uroce_stat_total(&sf, &c);
 	}
 	globfree(&g);
 	return c;

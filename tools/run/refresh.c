@@ -57,13 +57,21 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void add(struct uroce_counters *to, const struct uroce_counters *from)
+static void add_block(struct uroce_counters *to, const struct uroce_counters *from)
 {
 	uint64_t *t = (uint64_t *)to;
 	const uint64_t *f = (const uint64_t *)from;
 
 	for (size_t k = 0; k < STATF_NCOUNTERS; k++)
 		t[k] += __atomic_load_n(&f[k], __ATOMIC_RELAXED);
+}
+
+/* A context's counters: every engine thread's block. */
+static void add(struct uroce_counters *to, const struct uroce_stat_file *f)
+{
+	add_block(to, &f->cnt);
+	for (int i = 0; i < UROCE_MAX_ENGINES - 1; i++)
+		add_block(to, &f->more[i]);
 }
 
 static int is_stat_name(const char *nm)
@@ -86,7 +94,7 @@ static struct src *find(struct refresh *r, const char *nm)
 static void retire(struct refresh *r, struct src *s)
 {
 	if (s->state == SRC_LIVE) {
-		add(&r->base[s->dev], &s->map->cnt);
+		add(&r->base[s->dev], s->map);
 		munmap(s->map, sizeof(*s->map));
 	}
 	*s = r->srcs[--r->nsrc];
@@ -231,7 +239,7 @@ static int refresh(struct refresh *r)
 	memcpy(sum, r->base, sizeof(sum));
 	for (int i = 0; i < r->nsrc; i++)
 		if (r->srcs[i].state == SRC_LIVE)
-			add(&sum[r->srcs[i].dev], &r->srcs[i].map->cnt);
+			add(&sum[r->srcs[i].dev], r->srcs[i].map);
 	for (int d = 0; d < r->ndev; d++) {
 		char dir[PATH_MAX];
 
