@@ -1,6 +1,7 @@
 /* The transport engine: the software NIC behind the verbs objects.
  *
- * Threads. Each open device context has one engine thread. Application
+ * Threads. Each open device context has one or more engine threads
+ * (UROCE_ENGINES), each running its own QPs. Application
  * threads touch only the rings (SQ, RQ, CQ) and the doorbell; everything
  * else (packets, PSNs, timers, QP transport state) belongs to the engine
  * thread. Control verbs that change transport state (modify/destroy QP,
