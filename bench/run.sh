@@ -28,14 +28,14 @@ if [ "$QUICK" = 1 ]; then
 	SIZES=${BENCH_SIZES:-"8 65536 1048576"}
 	LAT_SIZES="2"
 	QPS_LIST="1 4 16 64"
-	IPERF_T=2 SOCKPERF_T=2 CPU_N=10000 LAT_N=5000
+	IPERF_T=2 SOCKPERF_T=2 CPU_N=10000 CPU_FIXED_N=100 LAT_N=5000
 	IDLE_S=${BENCH_IDLE_S:-3}
 else
 	REPEAT=${BENCH_REPEAT:-3}
 	SIZES=${BENCH_SIZES:-"$(for ((i = 1; i <= 23; i++)); do printf '%d ' $((1 << i)); done)"}
 	LAT_SIZES="2 64 4096 65536"
 	QPS_LIST="1 4 16 64"
-	IPERF_T=3 SOCKPERF_T=3 CPU_N=20000 LAT_N=10000
+	IPERF_T=3 SOCKPERF_T=3 CPU_N=20000 CPU_FIXED_N=100 LAT_N=10000
 	IDLE_S=${BENCH_IDLE_S:-5}
 fi
 BENCH_D=${BENCH_D:-1}
@@ -170,17 +170,20 @@ path_down() {
 	CUR_PATH=""
 }
 
-# perftest bandwidth: TOOL SIZE QPS D|n VALUE PHASE REP
+# perftest bandwidth: TOOL SIZE QPS n|D VALUE PHASE REP [ev]; "ev" adds -e:
+# the program sleeps on a completion channel instead of polling its CQ, as
+# iperf3 sleeps in recv (the CPU comparison; perftest allows it for SEND)
 perf_bw() {
-	local tool=$1 size=$2 qps=$3 mode=$4 val=$5 phase=$6 rep=$7 port id ok=true
+	local tool=$1 size=$2 qps=$3 mode=$4 val=$5 phase=$6 rep=$7 ev=${8:-} port id ok=true
 	[ -n "$CUR_PATH" ] || return 0
-	id=$CUR_PATH.$tool.s$size.q$qps.$phase.r$rep
+	id=$CUR_PATH.$tool.s$size.q$qps.$phase.r$rep${ev:+.ev}
 	have "$tool" || { record "$id" "$CUR_PATH" perftest_bw "$tool" "$size" "$qps" "$rep" "$phase" false '"skipped":"not installed"'; return 0; }
 	port=$(bench_port) || { step_fail "$id"; return 0; }
 	local -a args=(-x 0 -F -p "$port" --report_gbits -s "$size" -q "$qps" "-$mode" "$val")
+	[ -n "$ev" ] && args+=(-e)
 	bench_pair "$LOGS/$id" "$SCTX" "$CCTX" uroce tcp "$port" exit \
 		"$tool" "${args[@]}" -- "$tool" "${args[@]}" "$SADDR" || { ok=false; step_fail "$id"; }
-	record "$id" "$CUR_PATH" perftest_bw "$tool" "$size" "$qps" "$rep" "$phase" "$ok" "\"mode\":\"$mode\",\"arg\":$val,\"dir\":\"$id\""
+	record "$id" "$CUR_PATH" perftest_bw "$tool" "$size" "$qps" "$rep" "$phase" "$ok" "\"mode\":\"$mode\",\"arg\":$val,\"events\":$([ -n "$ev" ] && echo true || echo false),\"dir\":\"$id\""
 }
 
 # perftest latency: TOOL SIZE ITERS PHASE REP
@@ -317,6 +320,11 @@ for p in "${WANT_PATHS[@]}"; do
 	# Headline numbers, each repeated: interleaved so that a disturbance hits all tools alike.
 	for ((r = 1; r <= REPEAT; r++)); do
 		add $((PT_OVERHEAD + 1)) "$p ib_write_bw 64 KiB (rep $r)" perf_bw ib_write_bw 65536 1 n "$CPU_N" key "$r"
+		# the same programs moving almost nothing: their fixed CPU cost
+		# (start, perftest's 0.2 s busy clock calibration per process,
+		# connection, teardown), subtracted so that CPU per GB is per GB
+		add $((PT_OVERHEAD + 1)) "$p ib_write_bw fixed cost (rep $r)" perf_bw ib_write_bw 65536 1 n "$CPU_FIXED_N" fixed "$r"
+		add $((PT_OVERHEAD + 1)) "$p ib_send_bw -e fixed cost (rep $r)" perf_bw ib_send_bw 65536 1 n "$CPU_FIXED_N" fixed "$r" ev
 		add $((IPERF_T + 1)) "$p iperf3 TCP (rep $r)" iperf tcp "$r"
 		add $((IPERF_T + 1)) "$p iperf3 UDP (rep $r)" iperf udp "$r"
 		add $((IPERF_T + 1)) "$p UDP GSO/GRO ceiling (rep $r)" udp_gso "$r"
@@ -324,6 +332,7 @@ for p in "${WANT_PATHS[@]}"; do
 		add $((PT_OVERHEAD + 1)) "$p ib_send_lat 2 B (rep $r)" perf_lat ib_send_lat 2 "$LAT_N" key "$r"
 		add $((SOCKPERF_T + 1)) "$p sockperf UDP (rep $r)" sockperf_pp udp "$r"
 		add $((SOCKPERF_T + 1)) "$p sockperf TCP (rep $r)" sockperf_pp tcp "$r"
+		add $((PT_OVERHEAD + 1)) "$p ib_send_bw 64 KiB, completion events (rep $r)" perf_bw ib_send_bw 65536 1 n "$CPU_N" key "$r" ev
 		add $((PT_OVERHEAD + 1)) "$p ib_write_lat 2 B (rep $r)" perf_lat ib_write_lat 2 "$LAT_N" key "$r"
 		add $((PT_OVERHEAD + 1)) "$p ib_read_lat 2 B (rep $r)" perf_lat ib_read_lat 2 "$LAT_N" key "$r"
 		if [ "$QUICK" = 0 ]; then
