@@ -348,6 +348,7 @@ struct uroce_qp {
 		uint32_t rec_end;        /* the recovery episode ends when una passes this */
 		int in_rec;              /* in a recovery episode */
 		int sr_tried;            /* a timer resent selectively since progress */
+		int probed;              /* the early timer sent its one probe since progress */
 		uint64_t rec_deadline;   /* recovery: resend the holes again then, ns */
 		uint64_t una_sent_at;    /* when the PSN at una was last (re)sent or became una */
 		/* a gap in READ responses: since when (0: none), responses after it */

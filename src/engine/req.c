@@ -313,6 +313,7 @@ static void progress_made(struct uroce_qp *qp, uint64_t now)
 	qp->req.fast_cur_ns = qp->req.fast_rto_ns;
 	qp->req.una_sent_at = now;
 	qp->req.sr_tried = 0;
+	qp->req.probed = 0;
 	qp->req.rec_deadline = 0;
 	if (qp->req.in_rec && psn_diff(qp->req.una, qp->req.rec_end) >= 0)
 		qp->req.in_rec = 0;
@@ -1062,9 +1063,42 @@ void uroce_comp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 		retire(qp);
 }
 
+/* Tail loss probe (RFC 8985, section 7, in IBA terms): the early timer's
+ * first expiry since progress resends only the last packet sent, with
+ * AckReq. The responder's answer says what it has: a duplicate gets an
+ * ACK of everything (C9-101), a PSN after a gap gets a sequence NAK naming
+ * the gap (or a SACK), and a lost last packet is simply delivered. So a
+ * queue that delayed the ACKs (many QPs sharing one engine, a loaded
+ * host) costs one packet instead of a resent window that the responder
+ * must discard. Not for READ or atomics, whose requests are re-executed.
+ * 0 if the probe went out. */
+static int tail_probe(struct uroce_engine *e, struct uroce_qp *qp)
+{
+	uint32_t psn = psn_add(qp->req.psn, PSN_MASK), idx; /* the last PSN sent */
+	struct iovec iov[UROCE_MAX_SGE];
+	struct uroce_txpkt tp;
+	struct uroce_swqe *w;
+
+	if (qp->req.in_rec || qp->req.rewind)
+		return -1;
+	w = find_psn(qp, psn, &idx);
+	if (!w || is_rd_atomic(w->opcode) || !cc_may_send(qp, uroce_eng_now(e)))
+		return -1;
+	if (build_data_pkt(qp, w, (uint32_t)psn_diff(psn, w->first_psn), &tp, iov))
+		return -1;
+	tp.h.ackreq = 1;
+	uroce_trace("rtx", "qpn=0x%x psn=0x%x probe=1", qp->qpn, psn);
+	uroce_eng_send(e, qp, &tp);
+	cc_sent(qp, uroce_eng_now(e), tp.paylen);
+	qp->cnt->retrans_pkts++;
+	qp->cnt->tail_probes++;
+	if (psn == qp->req.rtt_psn)
+		qp->req.rtt_start = 0; /* Karn */
+	return 0;
+}
+
 void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 {
-	(void)e;
 	if (qp->eng_state != IBV_QPS_RTS && qp->eng_state != IBV_QPS_SQD)
 		return;
 	if (qp->req.rnr_until && now >= qp->req.rnr_until)
@@ -1120,14 +1154,23 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 		/* Early retransmission before the QP's own timeout: costs no
 		 * retry, so the failure timing the attributes imply holds. It
 		 * backs off exponentially, so a slow peer (a loaded host) is
-		 * not buried under retransmissions it must discard. */
-		window_loss(qp);
+		 * not buried under retransmissions it must discard. The
+		 * first expiry since progress sends one probe (tail_probe);
+		 * the next goes back. */
+		int probe = !qp->req.probed && !tail_probe(e, qp);
+
+		if (probe)
+			qp->req.probed = 1;
+		else
+			window_loss(qp);
 		qp->req.fast_cur_ns *= 2;
 		if (qp->req.fast_cur_ns > 500000000ull)
 			qp->req.fast_cur_ns = 500000000ull;
 		if (qp->req.timeout_ns && qp->req.fast_cur_ns > qp->req.timeout_ns)
 			qp->req.fast_cur_ns = qp->req.timeout_ns;
 		qp->req.fast_deadline = now + qp->req.fast_cur_ns;
+		if (probe)
+			return;
 		qp->req.gap_psn = PSN_MASK + 1;
 		timeout_recover(qp, 0);
 	}
