@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# scripts/experiments/lat-device.sh: ib_send_lat 2 B on loopback against
+# sockperf UDP ping-pong, under each progress mode and engine busy-poll
+# budget (UROCE_POLL_US), interleaved over REPEAT rounds: what the p50 and
+# p99 targets of issue 15 cost where cores are plenty.
+#   run: bash scripts/experiments/lat-device.sh   carry: build .device/bench
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+D=$PWD/.device/bench
+export PATH=$D/bin:$PATH
+export LD_LIBRARY_PATH=$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$D/lib2
+export UROCE_NETDEV=lo
+U=$PWD/build/bin/uroce
+REPEAT=${REPEAT:-3} N=${N:-20000}
+VARIANTS=${VARIANTS:-"engine:0 engine:20 engine:50 app:0"}
+port=19700
+for r in $(seq "$REPEAT"); do
+	for v in $VARIANTS; do
+		port=$((port + 1))
+		export UROCE_PROGRESS=${v%%:*} UROCE_POLL_US=${v##*:}
+		/usr/bin/time -f "%U %S" -o /tmp/lat.s "$U" run -- ib_send_lat -d uroce_lo -s 2 -n "$N" -p $port -F >/dev/null 2>&1 &
+		sleep 0.5
+		res=$(/usr/bin/time -f "%U %S" -o /tmp/lat.c "$U" run -- ib_send_lat -d uroce_lo -s 2 -n "$N" -p $port -F 127.0.0.1 2>&1 |
+			awk '/^ *2 +[0-9]+ /{print "p50 " $5 " p99 " $8 " us"}')
+		wait
+		echo "lat $v: $res cpu $(cat /tmp/lat.s 2>/dev/null) / $(cat /tmp/lat.c 2>/dev/null)"
+	done
+	unset UROCE_PROGRESS UROCE_POLL_US
+	sockperf sr -i 127.0.0.1 -p 5411 >/dev/null 2>&1 &
+	sp=$!
+	sleep 0.3
+	echo "udp: $(sockperf pp -i 127.0.0.1 -p 5411 -t 3 -m 14 2>&1 | awk '/percentile 50.000/{a=$NF} /percentile 99.000/{b=$NF} END{print "p50 " a " p99 " b " us"}')"
+	kill $sp 2>/dev/null; wait $sp 2>/dev/null
+done
