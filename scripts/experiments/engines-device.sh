@@ -7,12 +7,8 @@
 #   run: bash scripts/experiments/engines-device.sh   carry: build .device/bench
 # Output: one line per run, "engines E qps Q size S: X Gb/s", then medians.
 set -u
-cd "$(dirname "$0")/../.." || exit 1
-D=$PWD/.device/bench
-export PATH=$D/bin:$PATH
-export LD_LIBRARY_PATH=$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$D/lib2
-export UROCE_PROGRESS=${UROCE_PROGRESS:-engine} UROCE_NETDEV=lo
-U=$PWD/build/bin/uroce
+. "$(dirname "$0")/device-env.sh"
+export UROCE_PROGRESS=${UROCE_PROGRESS:-engine}
 REPEAT=${REPEAT:-3} DUR=${DUR:-3}
 ENGS=${ENGS:-"1 2 4"} QPS=${QPS:-"1 4"} SIZES=${SIZES:-"65536 1048576"}
 R=${OUT:-/tmp/engines-device}

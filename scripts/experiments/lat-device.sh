@@ -5,12 +5,7 @@
 # p99 targets of issue 15 cost where cores are plenty.
 #   run: bash scripts/experiments/lat-device.sh   carry: build .device/bench
 set -u
-cd "$(dirname "$0")/../.." || exit 1
-D=$PWD/.device/bench
-export PATH=$D/bin:$PATH
-export LD_LIBRARY_PATH=$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$D/lib2
-export UROCE_NETDEV=lo
-U=$PWD/build/bin/uroce
+. "$(dirname "$0")/device-env.sh"
 REPEAT=${REPEAT:-3} N=${N:-20000}
 VARIANTS=${VARIANTS:-"engine:0 engine:20 engine:50 app:0"}
 port=19700

@@ -8,12 +8,8 @@
 # records the busiest engine thread's profile (perf report --sort sym).
 #   run: bash scripts/experiments/profile-1qp.sh   carry: build .device/bench
 set -u
-cd "$(dirname "$0")/../.." || exit 1
-D=$PWD/.device/bench
-export PATH=$D/bin:$PATH
-export LD_LIBRARY_PATH=$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$D/lib2
-export UROCE_PROGRESS=${UROCE_PROGRESS:-engine} UROCE_NETDEV=lo
-U=$PWD/build/bin/uroce
+. "$(dirname "$0")/device-env.sh"
+export UROCE_PROGRESS=${UROCE_PROGRESS:-engine}
 DUR=${DUR:-4} SIZES=${SIZES:-"65536 1048576"}
 HZ=$(getconf CLK_TCK)
 threads() { # pid... -> "pid tid comm utime stime" per thread

@@ -698,6 +698,27 @@ static void timeout_recover(struct uroce_qp *qp, int hard)
 	request_rewind(qp);
 }
 
+/* Sends packet psn of w once more (selective repeat, tail loss probe):
+ * 0, or the completion status building it failed with. */
+static int resend_pkt(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_swqe *w,
+		      uint32_t psn, int ackreq, const char *why)
+{
+	struct iovec iov[UROCE_MAX_SGE];
+	struct uroce_txpkt tp;
+	int st = build_data_pkt(qp, w, (uint32_t)psn_diff(psn, w->first_psn), &tp, iov);
+
+	if (st)
+		return st;
+	tp.h.ackreq = ackreq;
+	uroce_trace("rtx", "qpn=0x%x psn=0x%x %s=1", qp->qpn, psn, why);
+	uroce_eng_send(e, qp, &tp);
+	cc_sent(qp, uroce_eng_now(e), tp.paylen);
+	qp->cnt->retrans_pkts++;
+	if (psn == qp->req.rtt_psn)
+		qp->req.rtt_start = 0; /* Karn */
+	return 0;
+}
+
 /* Resends the PSNs in [rtx_next, rtx_lim) the responder has not reported. */
 static void sr_resend(struct uroce_engine *e, struct uroce_qp *qp, int *budget)
 {
@@ -707,8 +728,6 @@ static void sr_resend(struct uroce_engine *e, struct uroce_qp *qp, int *budget)
 	while (*budget > 0 && psn_diff(qp->req.rtx_next, qp->req.rtx_lim) < 0 &&
 	       psn_diff(qp->req.rtx_next, qp->req.psn) < 0 && cc_may_send(qp, uroce_eng_now(e))) {
 		uint32_t psn = qp->req.rtx_next, idx;
-		struct iovec iov[UROCE_MAX_SGE];
-		struct uroce_txpkt tp;
 		struct uroce_swqe *w;
 		int st;
 
@@ -722,24 +741,17 @@ static void sr_resend(struct uroce_engine *e, struct uroce_qp *qp, int *budget)
 			request_rewind(qp);
 			return;
 		}
-		st = build_data_pkt(qp, w, (uint32_t)psn_diff(psn, w->first_psn), &tp, iov);
+		/* as first sent: a message's last packet asks for the ACK */
+		st = resend_pkt(e, qp, w, psn, psn == last_psn(w), "selective");
 		if (st) {
 			fail_oldest(qp, (enum ibv_wc_status)st);
 			return;
 		}
-		/* as first sent: a message's last packet asks for the ACK */
-		tp.h.ackreq = psn == last_psn(w);
-		uroce_trace("rtx", "qpn=0x%x psn=0x%x selective=1", qp->qpn, psn);
-		uroce_eng_send(e, qp, &tp);
-		cc_sent(qp, uroce_eng_now(e), tp.paylen);
-		qp->cnt->retrans_pkts++;
 		qp->cnt->sr_retrans_pkts++;
 		if (psn == qp->req.una) {
 			qp->req.una_sent_at = uroce_eng_now(e);
 			qp->req.rec_deadline = qp->req.una_sent_at + rec_rto(qp);
 		}
-		if (psn == qp->req.rtt_psn)
-			qp->req.rtt_start = 0; /* Karn */
 		qp->req.rtx_next = psn_add(psn, 1);
 		(*budget)--;
 	}
@@ -1075,25 +1087,15 @@ void uroce_comp_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wir
 static int tail_probe(struct uroce_engine *e, struct uroce_qp *qp)
 {
 	uint32_t psn = psn_add(qp->req.psn, PSN_MASK), idx; /* the last PSN sent */
-	struct iovec iov[UROCE_MAX_SGE];
-	struct uroce_txpkt tp;
 	struct uroce_swqe *w;
 
 	if (qp->req.in_rec || qp->req.rewind)
 		return -1;
 	w = find_psn(qp, psn, &idx);
-	if (!w || is_rd_atomic(w->opcode) || !cc_may_send(qp, uroce_eng_now(e)))
+	if (!w || is_rd_atomic(w->opcode) || !cc_may_send(qp, uroce_eng_now(e)) ||
+	    resend_pkt(e, qp, w, psn, 1, "probe"))
 		return -1;
-	if (build_data_pkt(qp, w, (uint32_t)psn_diff(psn, w->first_psn), &tp, iov))
-		return -1;
-	tp.h.ackreq = 1;
-	uroce_trace("rtx", "qpn=0x%x psn=0x%x probe=1", qp->qpn, psn);
-	uroce_eng_send(e, qp, &tp);
-	cc_sent(qp, uroce_eng_now(e), tp.paylen);
-	qp->cnt->retrans_pkts++;
 	qp->cnt->tail_probes++;
-	if (psn == qp->req.rtt_psn)
-		qp->req.rtt_start = 0; /* Karn */
 	return 0;
 }
 

@@ -182,7 +182,7 @@ static int udp_tx_open(uint32_t ip4, uint16_t sport)
 	int fd = uroce_net_tx_socket(ip4, sport);
 
 	if (fd >= 0)
-		uroce_net_set_bufs(fd, 16 << 20);
+		uroce_net_set_bufs(fd, 4 << 20);
 	return fd;
 }
 
