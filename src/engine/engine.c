@@ -90,6 +90,8 @@ struct uroce_engine {
 	 * another), and a lost last packet would wait forever. */
 	_Atomic uint64_t sleep_until;
 	uint64_t park_ns, park_max_ns;
+	uint64_t app_turn_id;    /* the application thread's turn running, 0: none */
+	uint64_t app_turns;
 	_Atomic(struct uroce_qp *) db_head;
 
 	pthread_mutex_t cmd_lock;
@@ -1830,6 +1832,11 @@ static void wake_for_deadline(struct uroce_engine *e)
 /* An application thread's turn, if the engine is idle (nobody holds run):
  * what the engine thread would do on waking, without the wakeup. 1 if
  * it ran. */
+uint64_t uroce_eng_app_turn_id(const struct uroce_engine *e)
+{
+	return e->app_turn_id;
+}
+
 int uroce_eng_app_turn(struct uroce_ctx *ctx)
 {
 	/* application progress runs one engine per context (uroce_eng_start) */
@@ -1849,7 +1856,9 @@ static int app_turn(struct uroce_engine *e)
 	turn_of = e;
 	turn_begin(e);
 	nev = epoll_wait(e->epfd, evs, MAX_EVENTS, 0);
+	e->app_turn_id = ++e->app_turns;
 	turn_end(e, evs, nev > 0 ? nev : 0, 0);
+	e->app_turn_id = 0;
 	wake_for_deadline(e);
 	turn_of = NULL;
 	pthread_mutex_unlock(&e->run);

@@ -371,6 +371,7 @@ struct uroce_qp {
 		struct ibv_sge rwqe_sge[UROCE_MAX_SGE];
 		int nak_sent;            /* sequence NAK sent for epsn */
 		int ack_now;             /* an ACK is due at the end of this batch */
+		uint64_t ack_held;       /* held in this application turn (its id) */
 		uint32_t unacked;        /* packets since the last ACK */
 		uint64_t ack_deadline;
 		struct uroce_rd_res rd[UROCE_MAX_RD_ATOMIC * 2];
@@ -543,6 +544,8 @@ int uroce_eng_doorbell(struct uroce_qp *qp);
  * ibv_poll_cq/ibv_post_send runs the engine's turn itself when the engine
  * is idle (1 if it did); unpark: it stops polling (arms a CQ). */
 int uroce_eng_app_turn(struct uroce_ctx *ctx);
+/* which application thread's turn is running (they count up), 0: none */
+uint64_t uroce_eng_app_turn_id(const struct uroce_engine *e);
 void uroce_eng_unpark(struct uroce_ctx *ctx);
 void uroce_eng_activate(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_deactivate(struct uroce_engine *e, struct uroce_qp *qp);

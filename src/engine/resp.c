@@ -9,6 +9,7 @@
 
 #define ACK_DELAY_NS 20000   /* an unrequested ACK goes out at the latest after this */
 #define ACK_EVERY 64         /* or after this many unacknowledged packets */
+#define ACK_HOLD_NS 200000   /* a requested ACK held over an application turn: UROCE_PARK_US's default, so that holding one wakes nobody */
 #define RD_BUDGET 64         /* READ response packets per QP per engine pass */
 
 int uroce_resp_busy(const struct uroce_qp *qp)
@@ -196,6 +197,26 @@ void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t 
 		return;
 	if (!uroce_qp_takes_packets(qp))
 		return;
+	/* In an application thread's turn the completion this ACK goes with
+	 * is read only after the turn, and its reply (a ping-pong's next
+	 * SEND) is posted right after: the ACK waits one turn and leaves in
+	 * the same system call, after that reply. An ACK covers every PSN
+	 * up to its own, so responders coalesce them (IBA 9.7.5.1.1); if no
+	 * turn follows, the engine thread sends it when it next wakes, by
+	 * ACK_HOLD_NS (next_deadline, wake_for_deadline). UINT64_MAX:
+	 * a caller that needs it out now (ordering before an atomic's). */
+	if (qp->resp.ack_now && now != UINT64_MAX) {
+		uint64_t turn = uroce_eng_app_turn_id(e);
+
+		if (turn && (!qp->resp.ack_held || qp->resp.ack_held == turn)) {
+			if (!qp->resp.ack_held)
+				qp->cnt->acks_held++;
+			qp->resp.ack_held = turn;
+			if (!qp->resp.ack_deadline || qp->resp.ack_deadline > now + ACK_HOLD_NS)
+				qp->resp.ack_deadline = now + ACK_HOLD_NS;
+			return;
+		}
+	}
 	/* An ACK says the data is placed: with payload on its way to the GPU
 	 * it waits, without blocking the engine, until the copies are done
 	 * (an error shows as a NAK from send_aeth). */
@@ -206,6 +227,7 @@ void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t 
 	}
 	send_aeth(e, qp, AETH_ACK | AETH_ACK_NO_CREDIT, ack_psn(qp));
 	qp->resp.ack_now = 0;
+	qp->resp.ack_held = 0;
 	qp->resp.unacked = 0;
 	qp->resp.ack_deadline = 0;
 }

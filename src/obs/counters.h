@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define UROCE_STAT_MAGIC 0x74617473656f7275ull /* "urocesta" */
-#define UROCE_STAT_VERSION 7
+#define UROCE_STAT_VERSION 8
 /* Engine threads a device context may run (UROCE_ENGINES); each writes
  * its own block of counters, readers add them up. */
 #define UROCE_MAX_ENGINES 16
@@ -77,7 +77,8 @@
 	X(rd_placed_ahead, "READ responses placed ahead of a gap")                    \
 	X(rx_sock_drops, "packets the kernel dropped: receive socket buffer full")    \
 	X(timer_holds, "engine turns whose retransmission timers waited for unread input") \
-	X(tail_probes, "early timeouts that resent one probe packet instead of the window")
+	X(tail_probes, "early timeouts that resent one probe packet instead of the window") \
+	X(acks_held, "requested ACKs held over an application turn to leave with its reply")
 
 struct uroce_counters {
 #define X(n, d) uint64_t n;

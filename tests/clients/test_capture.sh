@@ -21,6 +21,13 @@ have_checkers() {
 	fi
 }
 
+# The checks count packets exactly, so no early retransmission may add
+# any: on a loaded machine an ACK can wait longer than the 5 ms early
+# timer (a tail loss probe then resends a packet; CI on 2026-12-06 with
+# other work running). The QP's own timeout still applies, and the loss
+# checks below set their own.
+CAP_RTO_US=${CAP_RTO_US:-1000000}
+
 # caps: the per-process capture files of this check, at least N of them.
 caps() { # N
 	CAPS=("$CHECK_DIR"/cap.*)
@@ -43,10 +50,10 @@ t_cap_perf() {
 	have_tools "$tool" || return 77
 	have_checkers || return 77
 	port=$(free_port) || return 1
-	export UROCE_PCAP=$CHECK_DIR/cap.%p
+	export UROCE_PCAP=$CHECK_DIR/cap.%p UROCE_RTO_US=$CAP_RTO_US
 	pair lo lo "$port" "$tool" -x 0 -F -p "$port" "$@" -- \
 		"$tool" -x 0 -F -p "$port" "$@" 127.0.0.1 || return 1
-	unset UROCE_PCAP
+	unset UROCE_PCAP UROCE_RTO_US
 	caps 2 || return 1
 	echo "pcap_check ${ca[*]} ${CAPS[*]##*/}"
 	"${PCHK[@]}" --allow-rewind ${mtu:+--mtu "$mtu"} "${ca[@]}" "${CAPS[@]}" || return 1
@@ -60,7 +67,7 @@ t_cap_xfer() {
 	shift
 	have_checkers || return 77
 	echo "uroce trace -w merged.pcap --keep . $*"
-	timeout -k 5 "$T_TIMEOUT" "$UROCE" trace -w "$CHECK_DIR/merged.pcap" --keep "$CHECK_DIR" "$@" \
+	UROCE_RTO_US=$CAP_RTO_US timeout -k 5 "$T_TIMEOUT" "$UROCE" trace -w "$CHECK_DIR/merged.pcap" --keep "$CHECK_DIR" "$@" \
 		>"$CHECK_DIR/client.log" 2>&1 || { echo "uroce trace failed"; return 1; }
 	caps 2 || return 1
 	"${PCHK[@]}" "${ca[@]}" "${CAPS[@]}" || return 1

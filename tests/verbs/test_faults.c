@@ -6,7 +6,9 @@
  * UROCE_FAULT_TEST_MB overrides the volume (MiB per operation). */
 #include <dirent.h>
 #include <glob.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 
 #include "common.h"
@@ -405,6 +407,97 @@ T_CASE(app_turn_keeps_engine_wakeup)
 	T_PATTERN(b.p, 256, 9, 0);
 	tv_expect_wc(p.a.scq, p.a.qp, 1, IBV_WC_SUCCESS, IBV_WC_SEND);
 	T_GE_INT(TV_COUNTER(retrans_pkts), 1);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+}
+
+struct poll_arg {
+	struct ibv_cq *cq;
+	atomic_int polling;
+	int n;
+	struct ibv_wc wc;
+};
+
+/* Polls cq until one completion (or 10 s), then stops calling the library. */
+static void *poll_one(void *arg)
+{
+	struct poll_arg *pa = arg;
+	double t0 = tv_now();
+
+	atomic_store(&pa->polling, 1);
+	while (!(pa->n = ibv_poll_cq(pa->cq, 1, &pa->wc)) && tv_now() - t0 < 10)
+		;
+	return NULL;
+}
+
+/* UROCE_PROGRESS=app: a requested ACK waits one application turn, so that
+ * it leaves with the application's reply (docs/design.md, "ACK
+ * coalescing"). A ping-pong of 100 SENDs between two contexts: every
+ * message arrives whole and no packet is resent, with ACKs held. Then one
+ * more SEND whose receiver polls until it arrives and then stops calling
+ * the library: its engine thread must send the held ACK by itself, long
+ * before the sender's retransmission timer (UROCE_RTO_US raised, so a
+ * probe or resend here means the held ACK was never sent). */
+T_CASE(app_held_ack_leaves_with_reply)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	struct ibv_wc wc;
+	uint64_t held;
+	enum { N = 100, MSG = 64 };
+
+	setenv("UROCE_PROGRESS", "app", 1);
+	setenv("UROCE_RTO_US", "500000", 1);
+	o.separate_ctx = 1;
+	tv_pair_open(&p, &o);
+	tv_buf_alloc(&a, p.a.pd, 2 * MSG, TV_ACCESS_ALL);
+	tv_buf_alloc(&b, p.b.pd, 2 * MSG, TV_ACCESS_ALL);
+	for (uint64_t i = 0; i < N; i++) {
+		T_EQ_INT(tv_post_recv1(p.b.qp, i, &b, MSG, MSG), 0);
+		T_EQ_INT(tv_post_recv1(p.a.qp, i, &a, MSG, MSG), 0);
+		tv_fill(a.p, MSG, 100 + i);
+		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_SEND, i, &a, 0, MSG, 0, 0, 0, IBV_SEND_SIGNALED), 0);
+		wc = tv_expect_wc_to(p.b.rcq, p.b.qp, i, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
+		T_EQ_INT(wc.byte_len, MSG);
+		T_PATTERN(b.p + MSG, MSG, 100 + i, 0);
+		tv_fill(b.p, MSG, 500 + i);
+		T_EQ_INT(tv_post1(p.b.qp, IBV_WR_SEND, i, &b, 0, MSG, 0, 0, 0, IBV_SEND_SIGNALED), 0);
+		wc = tv_expect_wc_to(p.a.rcq, p.a.qp, i, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
+		T_PATTERN(a.p + MSG, MSG, 500 + i, 0);
+		tv_expect_wc_to(p.a.scq, p.a.qp, i, IBV_WC_SUCCESS, IBV_WC_SEND, 10);
+		tv_expect_wc_to(p.b.scq, p.b.qp, i, IBV_WC_SUCCESS, IBV_WC_SEND, 10);
+	}
+	held = TV_COUNTER(acks_held);
+	T_GE_INT(held, N);
+	/* Then SENDs whose receiver stops at the completion: a thread polls
+	 * the receiver's CQ, so that the receiving turn is an application
+	 * turn, and ends there. Whether that turn or the receiver's engine
+	 * thread reads the packet is a race (the engine thread sleeps on the
+	 * sockets once the application has not polled for UROCE_PARK_US), so
+	 * this repeats until one ACK was held there, at most 50 times. */
+	for (int k = 0; k < 50 && TV_COUNTER(acks_held) == held; k++) {
+		struct poll_arg pa = { .cq = p.b.rcq };
+		pthread_t th;
+		uint64_t id = N + 1 + (uint64_t)k;
+
+		T_EQ_INT(tv_post_recv1(p.b.qp, id, &b, MSG, MSG), 0);
+		T_EQ_INT(pthread_create(&th, NULL, poll_one, &pa), 0);
+		while (!atomic_load(&pa.polling))
+			sched_yield();
+		tv_fill(a.p, MSG, 900 + (unsigned)k);
+		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_SEND, id, &a, 0, MSG, 0, 0, 0, IBV_SEND_SIGNALED), 0);
+		T_EQ_INT(pthread_join(th, NULL), 0);
+		T_EQ_INT(pa.n, 1);
+		T_EQ_INT(pa.wc.status, IBV_WC_SUCCESS);
+		T_PATTERN(b.p + MSG, MSG, 900 + (unsigned)k, 0);
+		tv_expect_wc_to(p.a.scq, p.a.qp, id, IBV_WC_SUCCESS, IBV_WC_SEND, 10);
+	}
+	T_GE_INT(TV_COUNTER(acks_held), held + 1);
+	T_EQ_INT(TV_COUNTER(retrans_pkts), 0);
+	T_EQ_INT(TV_COUNTER(tail_probes), 0);
+	T_EQ_INT(TV_COUNTER(timeouts), 0);
 	tv_buf_free(&a);
 	tv_buf_free(&b);
 	tv_pair_close(&p);
