@@ -72,6 +72,8 @@ export PATH=$SHIM:$PATH
 {
 	echo "== machine: $(nproc) CPUs, $(uname -r), $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-?}"), glibc $(getconf GNU_LIBC_VERSION 2>/dev/null | cut -d' ' -f2), uid $(id -u)"
 	echo "== kit: $(tr '\n' ';' <"$K/VERSIONS")"
+	# a batch system's job variables (uroce mpirun --netns leaves them out)
+	echo "== batch-system variables: $(env | grep -oE '^(SLURM_|PBS_|LSB_|PE_HOSTFILE|FLUX_|OMPI_|PMIX_)[A-Za-z0-9_]*' | tr '\n' ' ')"
 	for t in mpirun orted ompi_info ucx_info ip osu_mpi python3 timeout stdbuf gnuplot; do
 		printf '%s: %s\n' "$t" "$(command -v "$t" || echo MISSING)"
 	done

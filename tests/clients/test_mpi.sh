@@ -283,6 +283,15 @@ check ucx/ucp-tag_bw-rndv t_ucx "${UCP[@]}" -t tag_bw -s 1048576 -n 100
 check ucx/ucp-stream_bw t_ucx "${UCP[@]}" -t stream_bw -s 65536 -n 500
 
 check mpi/c-np2 t_c 2 1 0 1048576
+# Under a batch system's job (the GPU machine runs one), Open MPI takes its
+# node list from SLURM_* (or PBS_*, LSB_*, PE_HOSTFILE) and refuses the
+# namespaces ("All nodes which are allocated for this job are already
+# filled"): uroce mpirun --netns leaves those variables out.
+t_batch_env() {
+	SLURM_JOB_ID=4242 SLURM_JOBID=4242 SLURM_NODELIST=gpu-node-1 SLURM_JOB_NODELIST=gpu-node-1 \
+		SLURM_TASKS_PER_NODE=16 SLURM_JOB_CPUS_PER_NODE=16 SLURM_NNODES=1 t_c 2 1 0 65536
+}
+check mpi/batch-env t_batch_env
 check mpi/c-np4 t_c 4 2 0 1048576
 check mpi/py-np2 t_py 2 1 0 65536
 check mpi/py-np4 t_py 4 2 0 65536

@@ -230,6 +230,39 @@ static void set_host_vars(enum transport t)
 		unsetenv(AUTO_MARK);
 }
 
+/* --netns: the hosts are this machine's network namespaces, not nodes of
+ * a batch system's allocation. Under one (a GPU machine's job), Open MPI's
+ * ras and plm components see its variables (SLURM_JOBID, PBS_JOBID,
+ * LSB_JOBID, PE_HOSTFILE) and take their node list, which holds none of
+ * the namespaces: "not enough slots available" for --host a:1,b:1. So
+ * mpirun does not get them. Returns how many were dropped. */
+static int drop_batch_env(void)
+{
+	static const char *const pfx[] = {"SLURM_", "PBS_", "LSB_", "PE_HOSTFILE=", "FLUX_"};
+	int n = 0;
+
+	for (int again = 1; again;) {
+		again = 0;
+		for (char **e = environ; *e; e++) {
+			for (size_t k = 0; k < sizeof(pfx) / sizeof(pfx[0]); k++) {
+				char name[256];
+				size_t l = strcspn(*e, "=");
+
+				if (strncmp(*e, pfx[k], strlen(pfx[k])) || l >= sizeof(name))
+					continue;
+				snprintf(name, sizeof(name), "%.*s", (int)l, *e);
+				unsetenv(name); /* environ changed: walk it again */
+				n++;
+				again = 1;
+				break;
+			}
+			if (again)
+				break;
+		}
+	}
+	return n;
+}
+
 /* ------------------------------------------------------- network namespaces */
 
 /* Moves this process into network namespace ns, as `ip netns exec` does
@@ -531,7 +564,13 @@ int cmd_mpirun(int argc, char **argv)
 		av_add(&m, buf);
 	}
 	if (netns_mode) {
-		int bind = 0;
+		int bind = 0, dropped = drop_batch_env();
+		const char *lv = getenv("UROCE_LOG");
+
+		if (dropped && lv && (!strcmp(lv, "info") || !strcmp(lv, "debug")))
+			fprintf(stderr, "uroce mpirun: info: --netns: %d batch-system variable%s "
+					"(SLURM_*, PBS_*, LSB_*, PE_HOSTFILE, FLUX_*) left out of mpirun's environment\n",
+				dropped, dropped == 1 ? "" : "s");
 
 		/* Every "host" shares this machine's cores: each daemon would
 		 * bind its first rank to core 0, and ranks of two namespaces
