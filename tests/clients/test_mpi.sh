@@ -283,13 +283,24 @@ check ucx/ucp-tag_bw-rndv t_ucx "${UCP[@]}" -t tag_bw -s 1048576 -n 100
 check ucx/ucp-stream_bw t_ucx "${UCP[@]}" -t stream_bw -s 65536 -n 500
 
 check mpi/c-np2 t_c 2 1 0 1048576
-# Under a batch system's job (the GPU machine runs one), Open MPI takes its
-# node list from SLURM_* (or PBS_*, LSB_*, PE_HOSTFILE) and refuses the
-# namespaces ("All nodes which are allocated for this job are already
-# filled"): uroce mpirun --netns leaves those variables out.
+# Environments that choose Open MPI's launcher or node list: a container's
+# OMPI_MCA_plm=isolated (the GPU machine sets it; Open MPI then maps every
+# rank to one node: "not enough slots available"), and a batch system's
+# job, whose SLURM_* (or PBS_*, LSB_*, PE_HOSTFILE) become the node list
+# ("All nodes which are allocated for this job are already filled").
+# uroce mpirun --netns names plm rsh and leaves the batch variables out.
+# Each rank prints its host name (its namespace's, under --netns): one in
+# each namespace, then the collectives with the same environment.
 t_batch_env() {
-	SLURM_JOB_ID=4242 SLURM_JOBID=4242 SLURM_NODELIST=gpu-node-1 SLURM_JOB_NODELIST=gpu-node-1 \
-		SLURM_TASKS_PER_NODE=16 SLURM_JOB_CPUS_PER_NODE=16 SLURM_NNODES=1 t_c 2 1 0 65536
+	local -a env=(OMPI_MCA_plm=isolated SLURM_JOB_ID=4242 SLURM_JOBID=4242 SLURM_NODELIST=gpu-node-1
+		SLURM_JOB_NODELIST=gpu-node-1 SLURM_TASKS_PER_NODE=16 SLURM_JOB_CPUS_PER_NODE=16 SLURM_NNODES=1)
+	need_mpi || return $?
+	MPI_ENV=("${env[@]}")
+	mpi_job "$CHECK_DIR/hosts.log" --map-by node -np 2 --host "$(hosts 1)" hostname
+	mpi_wait || { tail -5 "$CHECK_DIR/hosts.log"; return 1; }
+	grep -qx "$NS_A" "$CHECK_DIR/hosts.log" && grep -qx "$NS_B" "$CHECK_DIR/hosts.log" ||
+		{ echo "ranks not one per namespace: $(tr '\n' ' ' <"$CHECK_DIR/hosts.log")"; return 1; }
+	(export "${env[@]}"; t_c 2 1 0 65536)
 }
 check mpi/batch-env t_batch_env
 check mpi/c-np4 t_c 4 2 0 1048576

@@ -231,11 +231,12 @@ static void set_host_vars(enum transport t)
 }
 
 /* --netns: the hosts are this machine's network namespaces, not nodes of
- * a batch system's allocation. Under one (a GPU machine's job), Open MPI's
- * ras and plm components see its variables (SLURM_JOBID, PBS_JOBID,
- * LSB_JOBID, PE_HOSTFILE) and take their node list, which holds none of
- * the namespaces: "not enough slots available" for --host a:1,b:1. So
- * mpirun does not get them. Returns how many were dropped. */
+ * a batch system's allocation. Under one, Open MPI's ras and plm
+ * components see its variables (SLURM_JOBID, PBS_JOBID, LSB_JOBID,
+ * PE_HOSTFILE) and take their node list, which holds none of the
+ * namespaces ("All nodes which are allocated for this job are already
+ * filled" for --host a:1,b:1). So mpirun does not get them. Returns how
+ * many were dropped. */
 static int drop_batch_env(void)
 {
 	static const char *const pfx[] = {"SLURM_", "PBS_", "LSB_", "PE_HOSTFILE=", "FLUX_"};
@@ -586,6 +587,13 @@ int cmd_mpirun(int argc, char **argv)
 		av_add(&m, "--mca");
 		av_add(&m, "plm_rsh_agent");
 		av_add(&m, buf);
+		/* the launcher that uses that agent, whatever the environment
+		 * chose: containers often set OMPI_MCA_plm=isolated (no remote
+		 * launches; the GPU machine does), and Open MPI then maps every
+		 * rank to this one "node": "not enough slots available" */
+		av_add(&m, "--mca");
+		av_add(&m, "plm");
+		av_add(&m, "rsh");
 	}
 	/* the caller's UROCE_* and UCX_* to every rank (the per-host ones are
 	 * each host's own: set below and by every daemon) */
