@@ -39,6 +39,10 @@ void usage_mpirun(FILE *f);
  * libibverbs.so.1 is there. */
 int cli_lib_dir(char *buf, size_t len, int must_exist);
 
+/* 1 when UROCE_LOG asks for info lines (info or debug), as the libraries
+ * read it (src/common/log.c). */
+int cli_log_info(void);
+
 /* Writes s as a JSON string literal (json.c). */
 void cli_json_str(FILE *f, const char *s);
 

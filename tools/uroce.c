@@ -77,6 +77,13 @@ static void usage(FILE *f)
 		UROCE_VERSION);
 }
 
+int cli_log_info(void)
+{
+	const char *lv = getenv("UROCE_LOG");
+
+	return lv && (!strcmp(lv, "info") || !strcmp(lv, "debug"));
+}
+
 int cli_lib_dir(char *buf, size_t len, int must_exist)
 {
 	char exe[PATH_MAX];

@@ -210,7 +210,6 @@ static void set_host_vars(enum transport t)
 {
 	const char *vars[2] = {"UROCE_NETDEV", t == T_UCX_TCP ? "UCX_NET_DEVICES" : NULL};
 	char nd[IF_NAMESIZE + 1], host[256] = "?", mark[128] = "";
-	const char *lv = getenv("UROCE_LOG");
 
 	if (t == T_TCP)
 		return; /* Open MPI's TCP BTL leaves loopback out by itself */
@@ -221,7 +220,7 @@ static void set_host_vars(enum transport t)
 			continue;
 		setenv(vars[i], nd, 1);
 		snprintf(mark + strlen(mark), sizeof(mark) - strlen(mark), "%s%s", *mark ? " " : "", vars[i]);
-		if (lv && (!strcmp(lv, "info") || !strcmp(lv, "debug")))
+		if (cli_log_info())
 			fprintf(stderr, "uroce mpirun: info: host %s: %s=%s\n", host, vars[i], nd);
 	}
 	if (*mark)
@@ -241,25 +240,24 @@ static int drop_batch_env(void)
 {
 	static const char *const pfx[] = {"SLURM_", "PBS_", "LSB_", "PE_HOSTFILE=", "FLUX_"};
 	int n = 0;
+	char **e = environ;
 
-	for (int again = 1; again;) {
-		again = 0;
-		for (char **e = environ; *e; e++) {
-			for (size_t k = 0; k < sizeof(pfx) / sizeof(pfx[0]); k++) {
-				char name[256];
-				size_t l = strcspn(*e, "=");
+	/* unsetenv() rewrites environ: after each removal, walk it again */
+	while (*e) {
+		size_t k = 0, l = strcspn(*e, "=");
 
-				if (strncmp(*e, pfx[k], strlen(pfx[k])) || l >= sizeof(name))
-					continue;
-				snprintf(name, sizeof(name), "%.*s", (int)l, *e);
-				unsetenv(name); /* environ changed: walk it again */
-				n++;
-				again = 1;
-				break;
-			}
-			if (again)
-				break;
+		while (k < sizeof(pfx) / sizeof(pfx[0]) && strncmp(*e, pfx[k], strlen(pfx[k])))
+			k++;
+		if (k == sizeof(pfx) / sizeof(pfx[0]) || l >= 256) {
+			e++;
+			continue;
 		}
+		char name[256];
+
+		snprintf(name, sizeof(name), "%.*s", (int)l, *e);
+		unsetenv(name);
+		n++;
+		e = environ;
 	}
 	return n;
 }
@@ -566,9 +564,8 @@ int cmd_mpirun(int argc, char **argv)
 	}
 	if (netns_mode) {
 		int bind = 0, dropped = drop_batch_env();
-		const char *lv = getenv("UROCE_LOG");
 
-		if (dropped && lv && (!strcmp(lv, "info") || !strcmp(lv, "debug")))
+		if (dropped && cli_log_info())
 			fprintf(stderr, "uroce mpirun: info: --netns: %d batch-system variable%s "
 					"(SLURM_*, PBS_*, LSB_*, PE_HOSTFILE, FLUX_*) left out of mpirun's environment\n",
 				dropped, dropped == 1 ? "" : "s");
