@@ -8,6 +8,7 @@
  * work, or for UROCE_POLL_US after the last work, the loop spins with a
  * zero epoll timeout; then it sleeps until the next timer, a packet or a
  * doorbell, so an idle process uses no CPU. */
+#include "auto.h"
 #include "engine.h"
 #include "fault.h"
 #include "pcap.h"
@@ -2015,14 +2016,6 @@ static int cpus_allowed(void)
 	return CPU_COUNT(&set);
 }
 
-/* Up to this many CPUs, UROCE_PROGRESS=auto lets application threads run
- * the engine's turns: the engine thread would wait for a core behind the
- * application's pollers. With more, the engine thread's core is a gain
- * (measured: docs/design.md, "Who runs the transport"). */
-#define AUTO_APP_MAX_CPUS 4
-/* and above it, the engine thread's busy-poll after work (UROCE_POLL_US) */
-#define AUTO_POLL_US 20
-
 /* UROCE_PROGRESS=auto|app|engine and UROCE_PARK_US (docs/design.md, "Who
  * runs the transport"). */
 static int progress_init(struct uroce_engine *e)
@@ -2037,7 +2030,7 @@ static int progress_init(struct uroce_engine *e)
 	 * application's pollers, engine where cores are spare */
 	e->app_progress = 0;
 	if (!p || !*p || !strcmp(p, "auto")) {
-		e->app_progress = n <= AUTO_APP_MAX_CPUS;
+		e->app_progress = uroce_auto_app_progress(n);
 		/* With cores to spare the engine thread also polls a while
 		 * after its last work before sleeping, so that a reply does
 		 * not wait for a wakeup: ib_send_lat 2 B on 16 cores, p50
@@ -2178,8 +2171,7 @@ static int engines_config(const struct uroce_engine *e0)
 	if (!v || !*v || !strcmp(v, "auto")) {
 		if (e0->app_progress)
 			return 1;
-		n = cpus_allowed() / 4;
-		return (int)(n < 1 ? 1 : n > 4 ? 4 : n);
+		return uroce_auto_engines(cpus_allowed());
 	}
 	errno = 0;
 	n = strtol(v, &end, 10);

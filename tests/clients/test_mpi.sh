@@ -130,7 +130,7 @@ t_dry_run() {
 t_coll() {
 	local np=$1 per=$2 loss=$3 rc; shift 3
 	need_mpi || return $?
-	MPI_ENV=(UROCE_LOG=info)
+	MPI_ENV=(UROCE_LOG=info "${COLL_ENV[@]}")
 	[ "$loss" != 0 ] && MPI_ENV+=(UROCE_LOSS="$loss" UROCE_SEED=7)
 	mpi_job "$CHECK_DIR/client.log" --oversubscribe -np "$np" --host "$(hosts "$per")" "$@"
 	mpi_wait; rc=$?
@@ -161,6 +161,7 @@ t_coll() {
 	fi
 }
 
+COLL_ENV=()
 t_c() { t_coll "$1" "$2" "$3" "$COLL" -n 2 -m "$4"; }
 
 t_py() {
@@ -273,6 +274,25 @@ fi
 
 UCT=(UCX_LOG_LEVEL=warn --)
 UCP=(UCX_TLS=rc_v,self UCX_LOG_LEVEL=warn --)
+# uroce run's UCX paths: one per engine thread the library will start
+t_paths_env() {
+	local out
+	out=$(UROCE_PROGRESS=engine UROCE_ENGINES=3 UROCE_LOG=info "$UROCE" run -- env 2>&1) || return 1
+	grep -qx 'UCX_IB_NUM_PATHS=3' <<<"$out" && grep -qx 'UCX_MAX_RNDV_RAILS=3' <<<"$out" ||
+		{ echo "3 engines: $(grep UCX_ <<<"$out")"; return 1; }
+	grep -q 'uroce run: info: UCX_IB_NUM_PATHS=3 ' <<<"$out" || { echo "no info line"; return 1; }
+	out=$(UCX_IB_NUM_PATHS=1 UROCE_PROGRESS=engine UROCE_ENGINES=3 "$UROCE" run -- env 2>&1) || return 1
+	grep -qx 'UCX_IB_NUM_PATHS=1' <<<"$out" && ! grep -q '^UCX_MAX_RNDV_RAILS=' <<<"$out" ||
+		{ echo "a set UCX_IB_NUM_PATHS was not kept: $(grep UCX_ <<<"$out")"; return 1; }
+	for e in "UROCE_PROGRESS=app UROCE_ENGINES=3" "UROCE_PROGRESS=engine UROCE_ENGINES=1" \
+		"UROCE_PROGRESS=auto UROCE_ENGINES=auto"; do
+		# shellcheck disable=SC2086  # e holds several assignments
+		out=$(env $e taskset -c 0 "$UROCE" run -- env 2>&1) || return 1
+		! grep -q '^UCX_IB_NUM_PATHS=' <<<"$out" || { echo "$e: $(grep UCX_ <<<"$out")"; return 1; }
+	done
+	echo "3 engines: 3 paths; set value kept; one engine (app, UROCE_ENGINES=1, 1 CPU): none"
+}
+check ucx/paths-env t_paths_env
 check ucx/uct-am_lat t_ucx "${UCT[@]}" -t am_lat -x rc_verbs -d "$DEV" -n 2000
 check ucx/uct-put_bw t_ucx "${UCT[@]}" -t put_bw -x rc_verbs -d "$DEV" -D zcopy -s 65536 -n 500
 check ucx/uct-get_bw t_ucx "${UCT[@]}" -t get -x rc_verbs -d "$DEV" -D zcopy -s 65536 -n 500
@@ -280,9 +300,24 @@ check ucx/uct-add_lat t_ucx "${UCT[@]}" -t add_lat -x rc_verbs -d "$DEV" -n 2000
 check ucx/ucp-tag_lat t_ucx "${UCP[@]}" -t tag_lat -n 2000
 check ucx/ucp-tag_bw t_ucx "${UCP[@]}" -t tag_bw -s 4096 -n 2000
 check ucx/ucp-tag_bw-rndv t_ucx "${UCP[@]}" -t tag_bw -s 1048576 -n 100
+# two paths (RC QPs) per endpoint on two engine threads, rendezvous split
+# over them
+check ucx/ucp-tag_bw-paths t_ucx UROCE_PROGRESS=engine UROCE_ENGINES=2 UCX_IB_NUM_PATHS=2 \
+	UCX_MAX_RNDV_RAILS=2 "${UCP[@]}" -t tag_bw -s 4194304 -n 100
 check ucx/ucp-stream_bw t_ucx "${UCP[@]}" -t stream_bw -s 65536 -n 500
 
 check mpi/c-np2 t_c 2 1 0 1048576
+# Several engine threads: uroce run gives UCX one path (RC QP) per engine
+# thread, and rendezvous splits over them (4 MiB messages: rendezvous)
+t_c_paths() {
+	local rc
+	COLL_ENV=(UROCE_PROGRESS=engine UROCE_ENGINES=2)
+	t_c 2 1 0 4194304; rc=$?
+	COLL_ENV=()
+	[ "$rc" -eq 0 ] || return 1
+	log_has client.log 'uroce run: info: UCX_IB_NUM_PATHS=2 '
+}
+check mpi/c-np2-paths t_c_paths
 # Environments that choose Open MPI's launcher or node list: a container's
 # OMPI_MCA_plm=isolated (the GPU machine sets it; Open MPI then maps every
 # rank to one node: "not enough slots available"), and a batch system's

@@ -2,9 +2,12 @@
  * LD_LIBRARY_PATH, in the sysfs view of uroce's devices (view.c). */
 #include "cli.h"
 #include "run.h"
+#include "auto.h"
+#include "counters.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +56,36 @@ void usage_run(FILE *f)
 		"examples:\n"
 		"  uroce run -- ibv_devinfo\n"
 		"  uroce run --netdev lo ib_write_bw -d uroce_lo -x 0\n");
+}
+
+/* UCX sets one RC QP per endpoint and device ("path"), and one QP is one
+ * engine thread's work: with several engine threads per context (cores to
+ * spare), UCX_IB_NUM_PATHS=N and UCX_MAX_RNDV_RAILS=N give each endpoint N
+ * QPs, which uroce spreads over its N engine threads, and split each
+ * rendezvous transfer over them (UCX 1.13: src/uct/ib/base/ib_iface.c
+ * NUM_PATHS, src/ucp/wireup/select.c, one lane per path). osu_bw 1 MiB on
+ * 16 cores: 2.6 GB/s with one path, 7.7 with 4 (docs/benchmarks.md). An
+ * explicit setting wins. */
+static void ucx_paths(void)
+{
+	cpu_set_t set;
+	int cpus = 1, n;
+	char v[16];
+
+	CPU_ZERO(&set);
+	if (!sched_getaffinity(0, sizeof(set), &set))
+		cpus = CPU_COUNT(&set);
+	n = uroce_env_engines(cpus, UROCE_MAX_ENGINES);
+	if (n <= 1 || getenv("UCX_IB_NUM_PATHS"))
+		return;
+	snprintf(v, sizeof(v), "%d", n);
+	setenv("UCX_IB_NUM_PATHS", v, 1);
+	if (!getenv("UCX_MAX_RNDV_RAILS") && !getenv("UCX_MAX_RNDV_LANES"))
+		setenv("UCX_MAX_RNDV_RAILS", v, 1);
+	if (cli_log_info())
+		fprintf(stderr, "uroce run: info: UCX_IB_NUM_PATHS=%s (%d engine threads per context: "
+				"one QP of each UCX endpoint for each; set UCX_IB_NUM_PATHS to override)\n",
+			v, n);
 }
 
 int cmd_run(int argc, char **argv)
@@ -135,13 +168,13 @@ int cmd_run(int argc, char **argv)
 	 * mlx5 (NVIDIA/nccl PR #1881, fixed in 2.29.2); GIN's IB back-ends need
 	 * mlx5 anyway. An explicit setting wins. */
 	if (!getenv("NCCL_GIN_TYPE")) {
-		const char *lv = getenv("UROCE_LOG");
-
 		setenv("NCCL_GIN_TYPE", "0", 1);
-		if (lv && (!strcmp(lv, "info") || !strcmp(lv, "debug")))
+		if (cli_log_info())
 			fprintf(stderr, "uroce run: info: NCCL_GIN_TYPE=0 (NCCL 2.28.7-2.28.9 crash on "
 					"devices that are not mlx5; set NCCL_GIN_TYPE to override)\n");
 	}
+
+	ucx_paths();
 
 	/* After UROCE_NETDEV is set: the view shows the devices CMD will see. */
 	if (sysfs) {
