@@ -185,7 +185,19 @@ enum cm_state {
 	CM_UD_DONE,      /* SIDR exchange finished */
 };
 
-enum cm_timer { CM_T_NONE, CM_T_REQ, CM_T_RTU, CM_T_DREQ, CM_T_TIMEWAIT };
+enum cm_timer { CM_T_NONE, CM_T_REQ, CM_T_REQ_RESEND, CM_T_RTU, CM_T_DREQ, CM_T_TIMEWAIT };
+
+/* A REQ (or SIDR_REQ) whose TCP connection is refused, reset or closed
+ * before any answer (not even an MRA) is sent again, on a new connection
+ * from the same address, until CM_REQ_RESEND_WINDOW_MS after rdma_connect;
+ * only then does "nobody listens" reach the application. The listener may
+ * be between two rdma_listen calls on its port (ib_write_bw -R). The model
+ * is IBTA CM's REQ retransmission: a REQ that gets no answer within the
+ * remote CM response timeout is sent again, up to the REQ's Max CM Retries
+ * times (IBA vol. 1, 12.6, 12.7), and an IB CM resends a SIDR_REQ too. The
+ * delays start at CM_REQ_RESEND_FIRST_MS and double. docs/rdmacm.md. */
+#define CM_REQ_RESEND_WINDOW_MS 250
+#define CM_REQ_RESEND_FIRST_MS 10
 
 struct cm_mc {
 	struct cm_mc *next;
@@ -215,6 +227,14 @@ struct cm_id {
 	struct cm_conn *conn;          /* the connection socket */
 	int port_explicit;             /* bound to a port the application chose */
 	int mra_rcvd;
+	/* active, while CM_REQ_SENT: the REQ (SIDR_REQ) as sent, the address
+	 * its socket was bound to, and the resend schedule (CM_REQ_RESEND_*) */
+	struct cm_msg *req;
+	struct sockaddr_storage req_src;
+	socklen_t req_src_len;
+	int req_family;
+	uint64_t req_resend_end;       /* ns: no resend after this */
+	unsigned req_resend_ms;        /* the next resend's delay */
 	enum cm_timer timer;
 	uint64_t deadline;             /* ns, CLOCK_MONOTONIC */
 	/* rdma_set_option */
@@ -303,6 +323,9 @@ void cm_set_timer(struct cm_id *id, enum cm_timer t, uint64_t ns);
 void cm_fail(struct cm_id *id, enum rdma_cm_event_type type, int status, const struct cm_msg *m);
 void cm_enter_timewait(struct cm_id *id);
 void cm_send_simple(struct cm_id *id, uint16_t attr, uint16_t reason, const void *pd, size_t len);
+int cm_req_socket(struct cm_id *id);
+void cm_req_connect(struct cm_id *id, struct cm_conn *c);
+void cm_req_drop(struct cm_id *id);
 uint32_t cm_rand32(void);
 uint64_t cm_service_id(enum rdma_port_space ps, uint16_t port);
 void cm_fill_ud_ah(struct cm_id *id, struct ibv_ah_attr *ah, const union ibv_gid *dgid);

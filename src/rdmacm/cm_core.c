@@ -396,7 +396,8 @@ void cm_conn_kill(struct cm_conn *c)
 		return;
 	if (c->ev)
 		epoll_ctl(cm.epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
+	if (c->fd >= 0)
+		close(c->fd);
 	c->fd = -1;
 	c->dead = 1;
 	c->id = NULL;
@@ -529,6 +530,7 @@ void cm_fail(struct cm_id *id, enum rdma_cm_event_type type, int status, const s
 
 	id->state = CM_FAILED;
 	cm_set_timer(id, CM_T_NONE, 0);
+	cm_req_drop(id);
 	if (id->conn) {
 		cm_conn_finish(id->conn);
 		id->conn = NULL;
@@ -574,11 +576,141 @@ static void queue_simple(struct cm_id *id, enum rdma_cm_event_type type, int sta
 		cm_queue(id, e);
 }
 
+/* ---- the active side's request ------------------------------------------ */
+
+/* The REQ (SIDR_REQ) is no longer needed: the id left CM_REQ_SENT or goes. */
+void cm_req_drop(struct cm_id *id)
+{
+	free(id->req);
+	id->req = NULL;
+}
+
+/* A socket for the request of id, bound as its first one was (id->req_src,
+ * from connect_and_send): the same address and port, which the REQ's
+ * rdma_cm header names and the passive side reports. Returns the fd, or
+ * -1 with errno. */
+int cm_req_socket(struct cm_id *id)
+{
+	int fd = socket(id->req_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&id->req_src, id->req_src_len)) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Connects c (from cm_req_socket, or the id's bound socket) to the id's
+ * destination and queues the kept request on it. Lock held. */
+void cm_req_connect(struct cm_id *id, struct cm_conn *c)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	struct sockaddr_storage ss;
+	socklen_t len;
+	uint32_t dip = cm_sin_ip(&id->id.route.addr.dst_addr);
+	uint16_t dport = cm_sin_port(&id->id.route.addr.dst_addr);
+
+	memset(&ss, 0, sizeof(ss));
+	if (c->family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		s6->sin6_family = AF_INET6;
+		memcpy(s6->sin6_addr.s6_addr, v4mapped, 12);
+		memcpy(s6->sin6_addr.s6_addr + 12, &dip, 4);
+		s6->sin6_port = htons(dport);
+		len = sizeof(*s6);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		s4->sin_family = AF_INET;
+		s4->sin_addr.s_addr = dip;
+		s4->sin_port = htons(dport);
+		len = sizeof(*s4);
+	}
+	id->conn = c;
+	c->up = 1;
+	cm_log("id %p: connecting to port %u", (void *)id, dport);
+	id->state = CM_REQ_SENT;
+	cm_set_timer(id, CM_T_REQ, cm.timeout_ns);
+	if (connect(c->fd, (struct sockaddr *)&ss, len)) {
+		if (errno != EINPROGRESS) {
+			cm_conn_error(c, errno);
+			return;
+		}
+		c->connecting = 1;
+	}
+	cm_conn_send(c, id->req);
+}
+
+/* What a request that found nobody reports. */
+static void req_no_listener(struct cm_id *id)
+{
+	if (id->id.qp_type == IBV_QPT_UD)
+		/* no listener answered the SIDR_REQ: unsupported service ID */
+		cm_fail(id, RDMA_CM_EVENT_UNREACHABLE, CM_SIDR_UNSUPPORTED, NULL);
+	else
+		/* refused or reset before an MRA: nobody listens there
+		 * (IB_CM_REJ_INVALID_SERVICE_ID, what the kernel's CM
+		 * answers); after the MRA the listener's process went
+		 * away, whose CM would have sent a consumer REJ. */
+		cm_fail(id, RDMA_CM_EVENT_REJECTED,
+			id->mra_rcvd ? CM_REJ_CONSUMER_DEFINED : CM_REJ_INVALID_SERVICE_ID, NULL);
+}
+
+/* The request's connection was refused, reset or closed before any answer:
+ * send it again a little later while the window lasts (CM_REQ_RESEND_*,
+ * IBA 12.6, 12.7: an unanswered REQ is retransmitted). Returns 0 when a
+ * resend is scheduled. */
+static int req_resend_later(struct cm_id *id, int err)
+{
+	uint64_t now = cm_now(), ns;
+
+	if (id->mra_rcvd || !id->req || now >= id->req_resend_end ||
+	    (err && err != ECONNREFUSED && err != ECONNRESET))
+		return -1;
+	ns = (uint64_t)id->req_resend_ms * 1000000ull;
+	if (ns > id->req_resend_end - now)
+		ns = id->req_resend_end - now; /* the last try at the window's end */
+	id->req_resend_ms *= 2;
+	cm_log("id %p: request %s, sent again in %llu ms", (void *)id,
+	       err ? strerror(err) : "closed", (unsigned long long)(ns / 1000000));
+	cm_set_timer(id, CM_T_REQ_RESEND, ns);
+	return 0;
+}
+
+/* CM_T_REQ_RESEND: the request on a new connection. */
+static void req_resend(struct cm_id *id)
+{
+	struct cm_conn *c;
+	int fd;
+
+	cm_set_timer(id, CM_T_NONE, 0);
+	fd = cm_req_socket(id);
+	if (fd < 0) {
+		cm_log("id %p: request socket: %s", (void *)id, strerror(errno));
+		req_no_listener(id);
+		return;
+	}
+	c = cm_conn_new(fd, id);
+	if (!c) {
+		close(fd);
+		req_no_listener(id);
+		return;
+	}
+	c->family = id->req_family;
+	cm_req_connect(id, c);
+}
+
 /* The socket of a connection closed or failed (err 0: end of file). */
 static void conn_lost(struct cm_id *id, int err)
 {
-	int ud = id->id.qp_type == IBV_QPT_UD;
-
 	cm_log("connection of id %p lost in state %d: %s", (void *)id, id->state,
 	       err ? strerror(err) : "EOF");
 	id->conn = NULL;
@@ -586,16 +718,8 @@ static void conn_lost(struct cm_id *id, int err)
 	case CM_REQ_SENT:
 		if (err == EHOSTUNREACH || err == ENETUNREACH || err == ETIMEDOUT)
 			cm_fail(id, RDMA_CM_EVENT_UNREACHABLE, -err, NULL);
-		else if (ud)
-			/* no listener answered the SIDR_REQ: unsupported service ID */
-			cm_fail(id, RDMA_CM_EVENT_UNREACHABLE, CM_SIDR_UNSUPPORTED, NULL);
-		else
-			/* refused or reset before an MRA: nobody listens there
-			 * (IB_CM_REJ_INVALID_SERVICE_ID, what the kernel's CM
-			 * answers); after the MRA the listener's process went
-			 * away, whose CM would have sent a consumer REJ. */
-			cm_fail(id, RDMA_CM_EVENT_REJECTED,
-				id->mra_rcvd ? CM_REJ_CONSUMER_DEFINED : CM_REJ_INVALID_SERVICE_ID, NULL);
+		else if (req_resend_later(id, err))
+			req_no_listener(id);
 		break;
 	case CM_REP_RCVD:
 	case CM_RESPONSE:
@@ -603,7 +727,7 @@ static void conn_lost(struct cm_id *id, int err)
 		cm_fail(id, RDMA_CM_EVENT_REJECTED, CM_REJ_CONSUMER_DEFINED, NULL);
 		break;
 	case CM_REQ_RCVD:
-		if (ud)
+		if (id->id.qp_type == IBV_QPT_UD)
 			id->state = CM_FAILED;
 		else
 			/* the active side gave up: its CM rejects with "timeout" */
@@ -726,6 +850,7 @@ static void rx_rep(struct cm_id *id, const struct cm_msg *m)
 	id->remote_ece.options = m->attr_mod;
 	id->state = CM_REP_RCVD;
 	cm_set_timer(id, CM_T_NONE, 0);
+	cm_req_drop(id);
 	/* our application may take its time to retrieve the event */
 	cm_send_simple(id, CM_MRA, CM_MSG_REP, NULL, 0);
 	e = cm_event_new(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
@@ -748,6 +873,7 @@ static void rx_sidr_rep(struct cm_id *id, const struct cm_msg *m)
 	}
 	id->state = CM_UD_DONE;
 	cm_set_timer(id, CM_T_NONE, 0);
+	cm_req_drop(id);
 	if (id->conn) {
 		cm_conn_finish(id->conn);
 		id->conn = NULL;
@@ -928,6 +1054,9 @@ static void run_timers(void)
 		case CM_T_REQ:
 			cm_log("id %p: no answer to the request", (void *)id);
 			cm_fail(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL);
+			break;
+		case CM_T_REQ_RESEND:
+			req_resend(id);
 			break;
 		case CM_T_RTU:
 			cm_send_simple(id, CM_REJ, CM_REJ_TIMEOUT, NULL, 0);

@@ -203,7 +203,8 @@ static void tell_peer_goodbye(struct cm_id *p)
 static void id_detach(struct cm_id *p)
 {
 	tell_peer_goodbye(p);
-	cm_set_timer(p, CM_T_NONE, 0);
+	cm_set_timer(p, CM_T_NONE, 0); /* a request's resend too */
+	cm_req_drop(p);
 	if (p->conn) {
 		cm_conn_finish(p->conn);
 		p->conn = NULL;
@@ -654,71 +655,41 @@ static int param_check(struct cm_id *p, const struct rdma_conn_param *param)
 	return 0;
 }
 
-/* Starts the TCP connection of an active id and queues msg on it. */
-static void connect_and_send(struct cm_id *p, struct cm_msg *m)
+/* Starts the TCP connection of an active id and queues its request
+ * (p->req) on it. The address the socket is bound to is kept: a refused
+ * request is sent again from a new socket bound the same way (cm_core.c,
+ * CM_REQ_RESEND_WINDOW_MS). */
+static void connect_and_send(struct cm_id *p)
 {
 	struct cm_conn *c = p->sock;
-	struct sockaddr_storage ss;
-	socklen_t len;
-	uint32_t dip = cm_sin_ip(&p->id.route.addr.dst_addr);
-	uint16_t dport = cm_sin_port(&p->id.route.addr.dst_addr);
 
 	p->sock = NULL;
 	p->conn = c;
-	if (c->prelistening) {
-		/* a listening socket cannot connect: the same address on a new one */
-		int fd = socket(c->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
-
-		len = sizeof(ss);
-		if (fd < 0 || getsockname(c->fd, (struct sockaddr *)&ss, &len)) {
-			if (fd >= 0)
-				close(fd);
-			p->state = CM_REQ_SENT;
-			cm_conn_error(c, errno);
-			return;
-		}
-		close(c->fd);
-		c->fd = fd;
-		c->prelistening = 0;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (bind(fd, (struct sockaddr *)&ss, len)) {
-			p->state = CM_REQ_SENT;
-			cm_conn_error(c, errno);
-			return;
-		}
-	}
-	memset(&ss, 0, sizeof(ss));
-	if (c->family == AF_INET6) {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-
-		s6->sin6_family = AF_INET6;
-		memcpy(s6->sin6_addr.s6_addr, v4mapped, 12);
-		memcpy(s6->sin6_addr.s6_addr + 12, &dip, 4);
-		s6->sin6_port = htons(dport);
-		len = sizeof(*s6);
-	} else {
-		set_sin((struct sockaddr *)&ss, dip, dport);
-		len = sizeof(struct sockaddr_in);
-	}
-	c->up = 1;
-	cm_log("id %p: connecting to port %u", (void *)p, dport);
 	p->state = CM_REQ_SENT;
-	cm_set_timer(p, CM_T_REQ, cm.timeout_ns);
-	if (connect(c->fd, (struct sockaddr *)&ss, len)) {
-		if (errno != EINPROGRESS) {
+	p->req_family = c->family;
+	p->req_src_len = sizeof(p->req_src);
+	if (getsockname(c->fd, (struct sockaddr *)&p->req_src, &p->req_src_len)) {
+		cm_conn_error(c, errno);
+		return;
+	}
+	if (c->prelistening) {
+		/* a listening socket cannot connect: the same address on a new
+		 * one, bound once the listening one is closed */
+		close(c->fd);
+		c->fd = cm_req_socket(p);
+		c->prelistening = 0;
+		if (c->fd < 0) {
 			cm_conn_error(c, errno);
 			return;
 		}
-		c->connecting = 1;
 	}
-	cm_conn_send(c, m);
+	cm_req_connect(p, c);
 }
 
 CM_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
 {
 	struct cm_id *p;
-	struct cm_msg m;
+	struct cm_msg m, *req;
 	int ud;
 	size_t max, ulen, clen;
 	uint32_t sip, dip;
@@ -735,6 +706,12 @@ CM_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
 	    clen + ulen > max) {
 		unlock();
 		return fail(EINVAL);
+	}
+	/* kept for resending while the request goes unanswered */
+	req = malloc(sizeof(*req));
+	if (!req) {
+		unlock();
+		return fail(ENOMEM);
 	}
 	sip = cm_sin_ip(&p->id.route.addr.src_addr);
 	dip = cm_sin_ip(&p->id.route.addr.dst_addr);
@@ -792,8 +769,12 @@ CM_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
 		m.packet_rate = IBV_RATE_100_GBPS;
 		m.local_ack_timeout = p->timeout;
 	}
+	*req = m;
+	p->req = req;
 	p->mra_rcvd = 0;
-	connect_and_send(p, &m);
+	p->req_resend_ms = CM_REQ_RESEND_FIRST_MS;
+	p->req_resend_end = cm_now() + CM_REQ_RESEND_WINDOW_MS * 1000000ull;
+	connect_and_send(p);
 	unlock();
 	return cm_complete_id(p);
 }

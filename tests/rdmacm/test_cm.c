@@ -248,11 +248,13 @@ static void conn_open(struct conn *k)
 
 static void conn_close(struct conn *k)
 {
+	struct rdma_event_channel *cch = k->c.ch; /* side_close clears it */
+
 	side_close(&k->c);
 	side_close(&k->s);
 	if (k->listen)
 		T_EQ_INT(rdma_destroy_id(k->listen), 0);
-	rdma_destroy_event_channel(k->c.ch);
+	rdma_destroy_event_channel(cch);
 	rdma_destroy_event_channel(k->lch);
 }
 
@@ -490,15 +492,19 @@ T_CASE(no_listener_rejected_invalid_service_id)
 	struct side c;
 	struct rdma_conn_param p;
 	struct rdma_cm_event *ev;
+	double t0;
 
 	memset(&c, 0, sizeof(c));
 	resolve(&c, "127.0.0.1", unused_port(), RDMA_PS_TCP);
 	side_qp(&c, IBV_QPT_RC);
 	memset(&p, 0, sizeof(p));
+	t0 = tv_now();
 	T_EQ_INT(rdma_connect(c.id, &p), 0);
 	/* what the kernel's CM answers when nobody listens: REJ with
-	 * IB_CM_REJ_INVALID_SERVICE_ID (8) */
+	 * IB_CM_REJ_INVALID_SERVICE_ID (8), once the refused REQ has been
+	 * sent again for 250 ms (CM_REQ_RESEND_WINDOW_MS) */
 	ev = expect_ev(c.ch, RDMA_CM_EVENT_REJECTED, 8);
+	T_GE_INT((tv_now() - t0) * 1e3, 200);
 	T_EQ_INT(rdma_ack_cm_event(ev), 0);
 	side_close(&c);
 	rdma_destroy_event_channel(c.ch);
@@ -524,6 +530,166 @@ T_CASE(no_listener_sync_connect_econnrefused)
 	T_EQ_INT(errno, ECONNREFUSED);
 	rdma_destroy_ep(id);
 	rdma_freeaddrinfo(res);
+}
+
+static int ud_available(void);
+
+/* The resend window is 250 ms (CM_REQ_RESEND_WINDOW_MS): a test thread
+ * that slept this long on a loaded machine cannot tell anything. */
+#define LATE_S 0.2
+
+/* ib_write_bw -R: the server destroys its listening id and listens again
+ * on the port while its client connects again. A request that comes in
+ * between is refused by TCP; it is sent again (CM_REQ_RESEND_WINDOW_MS)
+ * and the connection is made once the listener is back. */
+static void request_before_listen(enum rdma_port_space ps)
+{
+	struct rdma_event_channel *lch = rdma_create_event_channel(), *cch;
+	struct rdma_cm_id *l;
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param p;
+	struct side c, s;
+	struct sockaddr_in a;
+	uint32_t tag = 0x5eed1e55;
+	int ud = ps == RDMA_PS_UDP;
+	uint16_t port;
+	double t0, late;
+
+	memset(&c, 0, sizeof(c));
+	memset(&s, 0, sizeof(s));
+	/* the port had a listener, which is gone */
+	port = listen_lo(lch, &l, ps);
+	T_EQ_INT(rdma_destroy_id(l), 0);
+	resolve(&c, "127.0.0.1", port, ps);
+	side_qp(&c, ud ? IBV_QPT_UD : IBV_QPT_RC);
+	memset(&p, 0, sizeof(p));
+	p.private_data = &tag;
+	p.private_data_len = sizeof(tag);
+	p.retry_count = 7;
+	p.rnr_retry_count = 7;
+	t0 = tv_now();
+	T_EQ_INT(rdma_connect(c.id, &p), 0);
+	tv_msleep(50);
+	/* refused so far, and nothing reported */
+	if (fd_readable(c.ch->fd) && tv_now() - t0 >= LATE_S)
+		T_SKIP("this thread slept %.0f ms, past the resend window", (tv_now() - t0) * 1e3);
+	T_EQ_INT(fd_readable(c.ch->fd), 0);
+	T_EQ_INT(rdma_create_id(lch, &l, NULL, ps), 0);
+	sin_of(&a, "127.0.0.1", port);
+	T_EQ_INT(rdma_bind_addr(l, (struct sockaddr *)&a), 0);
+	T_EQ_INT(rdma_listen(l, 8), 0);
+	late = tv_now() - t0;
+	{
+		struct pollfd pfd[2] = { { lch->fd, POLLIN, 0 }, { c.ch->fd, POLLIN, 0 } };
+
+		T_GE_INT(poll(pfd, 2, EV_WAIT_MS), 1);
+		if ((pfd[1].revents & POLLIN) && !(pfd[0].revents & POLLIN)) {
+			ev = next_ev(c.ch);
+			if (late >= LATE_S)
+				T_SKIP("the listener came %.0f ms after rdma_connect, past the "
+				       "resend window (a loaded machine)", late * 1e3);
+			T_ASSERTF(0, "client: %s status %d, the listener came %.0f ms after "
+				  "rdma_connect", ev_name(ev->event), ev->status, late * 1e3);
+		}
+	}
+	ev = expect_ev(lch, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+	T_EQ_PTR(ev->listen_id, l);
+	/* the request as rdma_connect made it, from the port it was bound to */
+	T_EQ_MEM(ud ? ev->param.ud.private_data : ev->param.conn.private_data, &tag, sizeof(tag));
+	T_EQ_INT(ntohs(rdma_get_dst_port(ev->id)), ntohs(rdma_get_src_port(c.id)));
+	if (!ud)
+		T_EQ_INT(ev->param.conn.qp_num, c.id->qp->qp_num);
+	s.id = ev->id;
+	s.ch = lch;
+	side_qp(&s, ud ? IBV_QPT_UD : IBV_QPT_RC);
+	if (!ud)
+		post_recv(&s, 7, 0, BUF_LEN);
+	T_EQ_INT(rdma_accept(s.id, NULL), 0);
+	T_EQ_INT(rdma_ack_cm_event(ev), 0);
+	ev = expect_ev(c.ch, RDMA_CM_EVENT_ESTABLISHED, 0);
+	if (ud)
+		T_EQ_INT(ev->param.ud.qp_num, s.id->qp->qp_num);
+	T_EQ_INT(rdma_ack_cm_event(ev), 0);
+	T_GE_INT((tv_now() - t0) * 1e3, 50);
+	if (!ud) {
+		expect_ack(lch, RDMA_CM_EVENT_ESTABLISHED, 0);
+		/* and the connection carries data both ways */
+		tv_fill(c.buf, 3000, 41);
+		post_send(&c, IBV_WR_SEND, 8, 0, 3000, 0, 0);
+		tv_expect_wc(c.cq, c.id->qp, 8, IBV_WC_SUCCESS, IBV_WC_SEND);
+		tv_expect_wc(s.cq, s.id->qp, 7, IBV_WC_SUCCESS, IBV_WC_RECV);
+		T_PATTERN(s.buf, 3000, 41, 0);
+		send_check(&s, &c, 3000, 42);
+	}
+	cch = c.ch;
+	side_close(&c);
+	side_close(&s);
+	T_EQ_INT(rdma_destroy_id(l), 0);
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(lch);
+}
+
+T_CASE(request_before_listen_resent)
+{
+	request_before_listen(RDMA_PS_TCP);
+}
+
+T_CASE(sidr_request_before_listen_resent)
+{
+	if (!ud_available())
+		T_SKIP("UD QPs not available in this libibverbs (ibv_create_qp(IBV_QPT_UD) failed)");
+	request_before_listen(RDMA_PS_UDP);
+}
+
+/* While a refused request waits to be sent again: rdma_destroy_id ends it
+ * (no event, no request once a listener comes); rdma_disconnect has
+ * nothing to send before a reply, as with the kernel's CM, and the
+ * request still ends in REJECTED 8. */
+T_CASE(request_resend_destroy_and_disconnect)
+{
+	struct rdma_event_channel *lch = rdma_create_event_channel(), *cch, *dch;
+	struct rdma_cm_id *l;
+	struct rdma_conn_param p;
+	struct side c, d;
+	struct sockaddr_in a;
+	uint16_t port = unused_port(), port2 = unused_port();
+	double t0;
+
+	memset(&c, 0, sizeof(c));
+	memset(&d, 0, sizeof(d));
+	memset(&p, 0, sizeof(p));
+	resolve(&c, "127.0.0.1", port, RDMA_PS_TCP);
+	side_qp(&c, IBV_QPT_RC);
+	resolve(&d, "127.0.0.1", port2, RDMA_PS_TCP);
+	side_qp(&d, IBV_QPT_RC);
+	cch = c.ch;
+	dch = d.ch;
+	t0 = tv_now();
+	T_EQ_INT(rdma_connect(c.id, &p), 0);
+	T_EQ_INT(rdma_connect(d.id, &p), 0);
+	tv_msleep(20);
+	if (tv_now() - t0 < LATE_S) {
+		/* both wait to be sent again */
+		T_EQ_INT(fd_readable(cch->fd), 0);
+		T_EQ_INT(fd_readable(dch->fd), 0);
+	}
+	T_EQ_INT(rdma_disconnect(d.id), 0);
+	T_EQ_INT(tv_qp_state(d.id->qp), IBV_QPS_ERR);
+	side_close(&c);
+	/* the port gets a listener within the destroyed request's window */
+	T_EQ_INT(rdma_create_id(lch, &l, NULL, RDMA_PS_TCP), 0);
+	sin_of(&a, "127.0.0.1", port);
+	T_EQ_INT(rdma_bind_addr(l, (struct sockaddr *)&a), 0);
+	T_EQ_INT(rdma_listen(l, 8), 0);
+	expect_ack(dch, RDMA_CM_EVENT_REJECTED, 8);
+	tv_msleep(100);
+	T_EQ_INT(fd_readable(lch->fd), 0);
+	T_EQ_INT(fd_readable(cch->fd), 0);
+	side_close(&d);
+	T_EQ_INT(rdma_destroy_id(l), 0);
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(dch);
+	rdma_destroy_event_channel(lch);
 }
 
 /* A TCP listener that never answers: the CM request gets no reply. */
