@@ -30,7 +30,7 @@ done
 # the libraries they load, transitively (ldd resolves the closure), and
 # libisal, which uroce's libibverbs links; perftest's providers as well
 libs=$( { for p in "$B"/bin/*; do ldd "$p"; done; ldd build/lib/libibverbs.so.1
-	ls /usr/lib/x86_64-linux-gnu/libibverbs/*.so 2>/dev/null | while read -r m; do ldd "$m"; done; } |
+	for m in /usr/lib/x86_64-linux-gnu/libibverbs/*.so; do [ -e "$m" ] && ldd "$m"; done; } |
 	awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u)
 for l in $libs; do
 	n=${l##*/}

@@ -20,7 +20,7 @@ if [ -n "${MTU:-}" ]; then
 	DEV=uroce_uva$NETNS_TAG IP=198.18.0.1
 	echo "== veth MTU $MTU between two namespaces"
 fi
-for r in $(seq "$REPEAT"); do
+for _ in $(seq "$REPEAT"); do
 	for v in $VARIANTS; do
 		port=$((port + 1))
 		export UROCE_PROGRESS=${v%%:*} UROCE_POLL_US=${v##*:}

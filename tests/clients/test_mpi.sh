@@ -278,12 +278,14 @@ UCP=(UCX_TLS=rc_v,self UCX_LOG_LEVEL=warn --)
 t_paths_env() {
 	local out
 	out=$(UROCE_PROGRESS=engine UROCE_ENGINES=3 UROCE_LOG=info "$UROCE" run -- env 2>&1) || return 1
-	grep -qx 'UCX_IB_NUM_PATHS=3' <<<"$out" && grep -qx 'UCX_MAX_RNDV_RAILS=3' <<<"$out" ||
-		{ echo "3 engines: $(grep UCX_ <<<"$out")"; return 1; }
+	if ! grep -qx 'UCX_IB_NUM_PATHS=3' <<<"$out" || ! grep -qx 'UCX_MAX_RNDV_RAILS=3' <<<"$out"; then
+		echo "3 engines: $(grep UCX_ <<<"$out")"; return 1
+	fi
 	grep -q 'uroce run: info: UCX_IB_NUM_PATHS=3 ' <<<"$out" || { echo "no info line"; return 1; }
 	out=$(UCX_IB_NUM_PATHS=1 UROCE_PROGRESS=engine UROCE_ENGINES=3 "$UROCE" run -- env 2>&1) || return 1
-	grep -qx 'UCX_IB_NUM_PATHS=1' <<<"$out" && ! grep -q '^UCX_MAX_RNDV_RAILS=' <<<"$out" ||
-		{ echo "a set UCX_IB_NUM_PATHS was not kept: $(grep UCX_ <<<"$out")"; return 1; }
+	if ! grep -qx 'UCX_IB_NUM_PATHS=1' <<<"$out" || grep -q '^UCX_MAX_RNDV_RAILS=' <<<"$out"; then
+		echo "a set UCX_IB_NUM_PATHS was not kept: $(grep UCX_ <<<"$out")"; return 1
+	fi
 	for e in "UROCE_PROGRESS=app UROCE_ENGINES=3" "UROCE_PROGRESS=engine UROCE_ENGINES=1" \
 		"UROCE_PROGRESS=auto UROCE_ENGINES=auto"; do
 		# shellcheck disable=SC2086  # e holds several assignments
