@@ -1408,6 +1408,13 @@ static void apply_fn(void *arg)
 		uroce_qp_disconnect(qp);
 		uroce_qp_reset_transport(qp);
 	} else if (next == IBV_QPS_ERR) {
+		/* What was received and completed is acknowledged first: an
+		 * ACK held over an application turn (or coalesced) would
+		 * otherwise be dropped with the QP's state, and the peer,
+		 * whose SEND this QP already completed, would retry it into
+		 * RETRY_EXC_ERR (rdma_disconnect right after a receive). */
+		if (cur == IBV_QPS_RTR || cur == IBV_QPS_RTS || cur == IBV_QPS_SQD)
+			uroce_resp_flush_ack(qp->eng, qp, UINT64_MAX);
 		uroce_qp_to_error(qp);
 		uroce_eng_activate(qp->eng, qp);
 	}
