@@ -38,6 +38,7 @@ VETH_A=umpi$NETNS_TAG
 VETH_B=$VETH_A
 DEV=uroce_$VETH_A:1
 COLL=$BUILD/tests/mpi/coll_check
+RMA=$BUILD/tests/mpi/rma_check
 PY=/usr/bin/python3
 # tests/run.sh exports UROCE_NETDEV=lo: uroce mpirun would pass it to every
 # rank; each namespace's own interface is what the ranks must use.
@@ -75,8 +76,11 @@ hosts() { # RANKS-PER-NAMESPACE
 
 # ranks_with_traffic LOG: how many processes' UROCE_LOG=info exit counters
 # show packets sent on the namespace's uroce device.
+# (processes: a rank with MPI windows opens the device once more, for osc
+# ucx's own UCP context, and prints one line per context)
 ranks_with_traffic() {
-	grep -cE "info: uroce_$VETH_A: tx [1-9][0-9]* pkts" "$1"
+	grep -oE "^uroce\[[0-9]+\] info: uroce_$VETH_A: tx [1-9][0-9]* pkts" "$1" |
+		sed 's/\].*//' | sort -u | wc -l
 }
 
 # ------------------------------------------------------------ ucx_perftest
@@ -102,7 +106,8 @@ t_ucx() {
 t_build() {
 	have_tools mpicc || return 77
 	mkdir -p "$(dirname "$COLL")"
-	mpicc -O2 -Wall -Wextra -Werror -o "$COLL" "$TOP/tests/mpi/coll_check.c"
+	mpicc -O2 -Wall -Wextra -Werror -o "$COLL" "$TOP/tests/mpi/coll_check.c" &&
+		mpicc -O2 -Wall -Wextra -Werror -o "$RMA" "$TOP/tests/mpi/rma_check.c"
 }
 
 need_mpi() {
@@ -116,6 +121,10 @@ t_dry_run() {
 	cat "$CHECK_DIR/dry.out"
 	log_has dry.out '^# in network namespace a, hostname a, under uroce run:' || return 1
 	log_has dry.out ' --mca pml ucx ' || return 1
+	log_has dry.out ' --mca osc ucx ' || return 1
+	# an osc the user names is theirs
+	"$UROCE" mpirun --dry-run --netns -np 2 --host a:1,b:1 --mca osc rdma ./prog >"$CHECK_DIR/dry-osc.out" 2>&1 || return 1
+	! grep -q ' --mca osc ucx ' "$CHECK_DIR/dry-osc.out" || { echo "osc ucx added beside the user's osc"; return 1; }
 	log_has dry.out "orte_launch_agent '[^']*/uroce mpirun --daemon=uroce orted'" || return 1
 	log_has dry.out "plm_rsh_agent '[^']*/uroce mpirun --agent'" || return 1
 	log_has dry.out ' -x UCX_TLS .*-np 4 --host a:2,b:2 \./prog x$' || return 1
@@ -147,7 +156,7 @@ t_coll() {
 	fi
 	grep -E 'ok|BAD' "$CHECK_DIR/client.log" | grep -v 'info:'
 	[ "$rc" -eq 0 ] || return 1
-	log_has client.log '^coll_check(\.py)? ok \(' || return 1
+	log_has client.log '^(coll|rma)_check(\.py)? ok ' || return 1
 	local busy
 	busy=$(ranks_with_traffic "$CHECK_DIR/client.log")
 	echo "$busy of $np ranks sent packets on uroce_$VETH_A"
@@ -340,6 +349,11 @@ t_batch_env() {
 	(export "${env[@]}"; t_c 2 1 0 65536)
 }
 check mpi/batch-env t_batch_env
+# MPI one-sided over osc ucx: Put/Get in fence epochs, Accumulate,
+# Fetch_and_op and Compare_and_swap under passive-target locks
+t_rma() { [ -x "$RMA" ] || { echo "no $RMA (mpi/build failed or skipped)"; return 1; }; t_coll "$1" "$2" 0 "$RMA" -n 3 -m "$3"; }
+check mpi/rma-np2 t_rma 2 1 1048576
+check mpi/rma-np4 t_rma 4 2 65536
 check mpi/c-np4 t_c 4 2 0 1048576
 check mpi/py-np2 t_py 2 1 0 65536
 check mpi/py-np4 t_py 4 2 0 65536

@@ -229,6 +229,21 @@ static void set_host_vars(enum transport t)
 		unsetenv(AUTO_MARK);
 }
 
+/* 1 if MPIRUN-ARGS set MCA parameter name themselves (--mca/-mca/--gmca
+ * NAME VALUE) or the environment does (OMPI_MCA_NAME). */
+static int user_sets_mca(int argc, char **argv, const char *name)
+{
+	char env[128];
+
+	for (int k = 0; k + 1 < argc; k++)
+		if ((!strcmp(argv[k], "--mca") || !strcmp(argv[k], "-mca") || !strcmp(argv[k], "--gmca") ||
+		     !strcmp(argv[k], "-gmca")) &&
+		    !strcmp(argv[k + 1], name))
+			return 1;
+	snprintf(env, sizeof(env), "OMPI_MCA_%s", name);
+	return getenv(env) != NULL;
+}
+
 /* --netns: the hosts are this machine's network namespaces, not nodes of
  * a batch system's allocation. Under one, Open MPI's ras and plm
  * components see its variables (SLURM_JOBID, PBS_JOBID, LSB_JOBID,
@@ -529,6 +544,18 @@ int cmd_mpirun(int argc, char **argv)
 		av_add(&m, "--mca");
 		av_add(&m, "pml_ucx_devices");
 		av_add(&m, "any");
+		/* MPI one-sided (MPI_Put, MPI_Get, MPI_Accumulate, ...) over
+		 * UCX, hence over uroce's WRITE, READ and atomics. Debian's
+		 * openmpi-mca-params.conf has "osc = ^ucx,pt2pt", which leaves
+		 * osc rdma on Open MPI's BTLs: between namespaces
+		 * MPI_Win_allocate then fails, and on one host (vader)
+		 * MPI_Compare_and_swap crashes (Open MPI 4.1.4, seen here;
+		 * tests/mpi/rma_check.c). */
+		if (!user_sets_mca(argc - i, argv + i, "osc")) {
+			av_add(&m, "--mca");
+			av_add(&m, "osc");
+			av_add(&m, "ucx");
+		}
 		if (t == T_UCX_TCP) {
 			av_add(&m, "--mca");
 			av_add(&m, "pml_ucx_tls");
