@@ -291,6 +291,11 @@ t_paths_env() {
 		echo "3 engines: $(grep UCX_ <<<"$out")"; return 1
 	fi
 	grep -q 'uroce run: info: UCX_IB_NUM_PATHS=3 ' <<<"$out" || { echo "no info line"; return 1; }
+	# eager fragments of whole packets, whatever the engines
+	grep -qx 'UCX_RC_VERBS_SEG_SIZE=8192' <<<"$out" || { echo "no UCX_RC_VERBS_SEG_SIZE=8192"; return 1; }
+	grep -q 'uroce run: info: UCX_RC_VERBS_SEG_SIZE=8192 ' <<<"$out" || { echo "no seg size info line"; return 1; }
+	out=$(UCX_RC_VERBS_SEG_SIZE=4096 "$UROCE" run -- env 2>&1) || return 1
+	grep -qx 'UCX_RC_VERBS_SEG_SIZE=4096' <<<"$out" || { echo "a set UCX_RC_VERBS_SEG_SIZE was not kept"; return 1; }
 	out=$(UCX_IB_NUM_PATHS=1 UROCE_PROGRESS=engine UROCE_ENGINES=3 "$UROCE" run -- env 2>&1) || return 1
 	if ! grep -qx 'UCX_IB_NUM_PATHS=1' <<<"$out" || grep -q '^UCX_MAX_RNDV_RAILS=' <<<"$out"; then
 		echo "a set UCX_IB_NUM_PATHS was not kept: $(grep UCX_ <<<"$out")"; return 1
@@ -300,8 +305,9 @@ t_paths_env() {
 		# shellcheck disable=SC2086  # e holds several assignments
 		out=$(env $e taskset -c 0 "$UROCE" run -- env 2>&1) || return 1
 		! grep -q '^UCX_IB_NUM_PATHS=' <<<"$out" || { echo "$e: $(grep UCX_ <<<"$out")"; return 1; }
+		grep -qx 'UCX_RC_VERBS_SEG_SIZE=8192' <<<"$out" || { echo "$e: no UCX_RC_VERBS_SEG_SIZE"; return 1; }
 	done
-	echo "3 engines: 3 paths; set value kept; one engine (app, UROCE_ENGINES=1, 1 CPU): none"
+	echo "3 engines: 3 paths; set value kept; one engine (app, UROCE_ENGINES=1, 1 CPU): none; seg size 8192 in each, a set one kept"
 }
 check ucx/paths-env t_paths_env
 check ucx/uct-am_lat t_ucx "${UCT[@]}" -t am_lat -x rc_verbs -d "$DEV" -n 2000
