@@ -39,11 +39,15 @@
 #define MAX_PORTS 8               /* local addresses an engine receives on */
 #define QTAB_SIZE 65536           /* QPN table, by the QPN's low 16 bits */
 #define MAX_RELEARNS 8            /* times a flow socket follows a new peer port */
-/* Flow sockets an engine opens at most (UROCE_FLOW_SOCKETS): the kernel
- * finds a datagram's socket by walking every socket bound to (ip, 4791)
- * (Linux before 6.13 has no 4-tuple hash for UDP), so thousands of them
- * would cost more than the forwarding they save. */
-#define FLOW_SOCKETS_DEFAULT 32
+/* Flow sockets a context opens at most (UROCE_FLOW_SOCKETS), shared
+ * evenly by its engine threads: the kernel finds a datagram's socket by
+ * walking every socket bound to (ip, 4791) (Linux before 6.13 has no
+ * 4-tuple hash for UDP), so thousands of them would cost more than the
+ * forwarding they save. 128: 32 per engine with 4 engines (the cap that
+ * held with 16,000 QPs in 4 processes), and on 2 cores (one engine) every
+ * QP of ib_write_bw -q 128 gets one: -q 64 at 64 KiB went from 14.2-20.5
+ * Gb/s with 32 to 21.0-22.5 (docs/performance.md). */
+#define FLOW_SOCKETS_DEFAULT 128
 
 /* A packet held back by fault injection (reorder, delay). */
 struct held_pkt {
@@ -175,7 +179,7 @@ struct uroce_engine {
 	uint64_t others_at;          /* when others_present was last asked */
 	int others;
 	uid_t uid;
-	int nflows, max_flows;       /* flow sockets open, and the cap */
+	int nflows, max_flows;       /* flow sockets open; the context's cap (see flow_cap) */
 	struct uroce_rxsrc *inbox;   /* connections other engines opened to us */
 	/* packets on their way to other engines, batched per slot */
 	struct fwd_out {
@@ -461,6 +465,14 @@ static int others_present(struct uroce_engine *e)
 	return e->others;
 }
 
+/* This engine's share of its context's flow sockets. */
+static int flow_cap(const struct uroce_engine *e)
+{
+	int n = e->ctx->max_engs > 1 ? e->ctx->max_engs : 1;
+
+	return e->max_flows >= n ? e->max_flows / n : e->max_flows;
+}
+
 /* Points the QP's flow socket at the peer's port (opening it if needed). */
 static int flow_point(struct uroce_engine *e, struct uroce_qp *qp, uint16_t peer_sport)
 {
@@ -472,7 +484,7 @@ static int flow_point(struct uroce_engine *e, struct uroce_qp *qp, uint16_t peer
 			qp->flow_sport = peer_sport;
 		return err;
 	}
-	if (e->nflows >= e->max_flows)
+	if (e->nflows >= flow_cap(e))
 		return EMFILE;
 	fd = e->be->flow_open(qp->src_ip4, qp->peer_ip4, peer_sport);
 	if (fd < 0)

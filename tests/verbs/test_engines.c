@@ -308,6 +308,71 @@ T_CASE(counters_every_engine)
 	world_close(&w);
 }
 
+/* This process's UDP sockets bound to port 4791 and connected: the flow
+ * sockets (its socket inodes, matched in /proc/self/net/udp). */
+static int flow_sockets(void)
+{
+	unsigned long ino[4096];
+	int nino = 0, n = 0;
+	char line[512];
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	FILE *f;
+
+	T_ASSERT(d);
+	while ((de = readdir(d)) && nino < 4096) {
+		char path[300], tgt[64];
+		ssize_t k;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		k = readlink(path, tgt, sizeof(tgt) - 1);
+		if (k <= 0)
+			continue;
+		tgt[k] = 0;
+		if (sscanf(tgt, "socket:[%lu]", &ino[nino]) == 1)
+			nino++;
+	}
+	closedir(d);
+	f = fopen("/proc/self/net/udp", "r");
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f)) {
+		char local[64], rem[64];
+		unsigned long inode;
+
+		/* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+		if (sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", local, rem, &inode) != 3)
+			continue;
+		if (!strstr(local, ":12B7") || !strcmp(rem, "00000000:0000"))
+			continue;
+		for (int i = 0; i < nino; i++)
+			if (ino[i] == inode) {
+				n++;
+				break;
+			}
+	}
+	fclose(f);
+	return n;
+}
+
+/* UROCE_FLOW_SOCKETS is the context's budget, shared by its engine
+ * threads: 4 over 4 engines is one each, so 4 of the 8 QPs (two per
+ * engine, each with company in the namespace: a flow socket at RTR) get
+ * one and the other 4 are reached through the mailboxes; every pair still
+ * moves its data. (A budget per engine would have opened 8.) */
+T_CASE(flow_sockets_shared_by_engines)
+{
+	struct world w;
+
+	setenv("UROCE_FLOW_SOCKETS", "4", 1);
+	world_open(&w, 0, 4096);
+	T_EQ_INT(engine_threads(), NENG);
+	T_EQ_INT(flow_sockets(), 4);
+	traffic(&w, 0);
+	world_close(&w);
+	T_EQ_INT(flow_sockets(), 0);
+	unsetenv("UROCE_FLOW_SOCKETS");
+}
+
 T_CASE(bad_engines_setting_fails_open)
 {
 	const char *bad[] = { "0", "17", "x", "-1", "4k" };
