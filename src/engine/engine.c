@@ -1824,6 +1824,34 @@ static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int n
 	return work;
 }
 
+/* epoll_pwait2 (Linux 5.11) waits with nanosecond timeouts; on older
+ * kernels (a container on a RHEL 8 host: 4.18) and under valgrind it is
+ * ENOSYS, and the engine threads would spin without ever sleeping.
+ * epoll_wait then, the timeout rounded up to whole milliseconds: timers
+ * fire up to 1 ms late, nothing spins. */
+static int eng_wait(int fd, struct epoll_event *evs, int n, const struct timespec *ts)
+{
+	static atomic_int no_pwait2;
+	int ms;
+
+	if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+		int r = epoll_pwait2(fd, evs, n, ts, NULL);
+
+		if (r >= 0 || errno != ENOSYS)
+			return r;
+		atomic_store(&no_pwait2, 1);
+		uroce_info("epoll_pwait2: %s; waiting with epoll_wait (millisecond timers)",
+			   strerror(ENOSYS));
+	}
+	if (!ts)
+		ms = -1;
+	else if (ts->tv_sec > 1000000)
+		ms = 1000000000;
+	else
+		ms = (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000);
+	return epoll_wait(fd, evs, n, ms);
+}
+
 /* After an application thread's turn: wake the sleeping engine thread if
  * a timer is now due well before it wakes by itself. Up to park_max_ns
  * late is accepted: the engine thread parks no longer than that while an
@@ -1989,7 +2017,7 @@ static void *engine_main(void *arg)
 					 : UINT64_MAX);
 			turn_of = NULL;
 			pthread_mutex_unlock(&e->run);
-			nev = epoll_pwait2(fd, evs, MAX_EVENTS, tsp, NULL);
+			nev = eng_wait(fd, evs, MAX_EVENTS, tsp);
 			pthread_mutex_lock(&e->run);
 			turn_of = e;
 			atomic_store(&e->sleep_until, 0);
@@ -2001,7 +2029,7 @@ static void *engine_main(void *arg)
 				nev += n2 > 0 ? n2 : 0;
 			}
 		} else {
-			nev = epoll_pwait2(fd, evs, MAX_EVENTS, tsp, NULL);
+			nev = eng_wait(fd, evs, MAX_EVENTS, tsp);
 		}
 		atomic_store(&e->sleeping, 0);
 		work |= turn_end(e, evs, nev > 0 ? nev : 0, 1);

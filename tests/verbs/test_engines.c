@@ -6,6 +6,13 @@
 #include "common.h"
 
 #include <dirent.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 
 #define NENG 4
 #define NPAIRS 4          /* 8 QPs: every engine holds two */
@@ -371,6 +378,49 @@ T_CASE(flow_sockets_shared_by_engines)
 	world_close(&w);
 	T_EQ_INT(flow_sockets(), 0);
 	unsetenv("UROCE_FLOW_SOCKETS");
+}
+
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	T_EQ_INT(getrusage(RUSAGE_SELF, &ru), 0);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+	       ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* A kernel before 5.11 (a container on a RHEL 8 host) has no
+ * epoll_pwait2, nor has valgrind: a seccomp filter makes it ENOSYS for
+ * this test process. The engines fall back to epoll_wait: the traffic
+ * moves, and four idle engine threads then sleep (with the call failing
+ * and nothing else, each spun a core: 4 engines, 300 ms, about 0.6 CPU-s
+ * on 2 cores). */
+T_CASE(sleeps_without_epoll_pwait2)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_epoll_pwait2, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+	struct world w;
+	double c0;
+
+	T_EQ_INT(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+	T_EQ_INT(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+	T_EQ_INT((int)syscall(SYS_epoll_pwait2, -1, NULL, 0, NULL, NULL, 0), -1);
+	T_EQ_INT(errno, ENOSYS);
+	world_open(&w, 0, 4096);
+	T_EQ_INT(engine_threads(), NENG);
+	traffic(&w, 0);
+	usleep(100 * 1000); /* the engines go idle */
+	c0 = cpu_seconds();
+	usleep(300 * 1000);
+	T_ASSERTF(cpu_seconds() - c0 < 0.1, "idle engines used %.2f CPU-s in 0.3 s", cpu_seconds() - c0);
+	world_close(&w);
 }
 
 T_CASE(bad_engines_setting_fails_open)
