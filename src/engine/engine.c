@@ -465,12 +465,15 @@ static int others_present(struct uroce_engine *e)
 	return e->others;
 }
 
-/* This engine's share of its context's flow sockets. */
+/* This engine's share of its context's flow sockets: the budget split
+ * evenly, the remainder to the first engines (6 over 4: 2, 2, 1, 1). */
 static int flow_cap(const struct uroce_engine *e)
 {
 	int n = e->ctx->max_engs > 1 ? e->ctx->max_engs : 1;
 
-	return e->max_flows >= n ? e->max_flows / n : e->max_flows;
+	if (e->max_flows <= 0)
+		return 0;
+	return e->max_flows / n + ((int)e->idx < e->max_flows % n);
 }
 
 /* Points the QP's flow socket at the peer's port (opening it if needed). */

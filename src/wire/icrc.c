@@ -83,83 +83,77 @@ static void id_basis(uint32_t b[16], size_t after)
 	}
 }
 
-uint32_t wire_icrc_id_delta(uint16_t id, size_t udp_len)
+/* The ID bases of one UDP length: raw (the CRC change of each ID bit)
+ * and reduced to echelon form (for solving an ID from a CRC change). */
+struct id_bases {
+	size_t len;
+	uint32_t raw[16];
+	uint32_t basis[16], combo[16]; /* reduced vectors and their ID bits */
+	int rank;
+};
+
+/* The bases for udp_len, from a per-thread cache of the last few lengths:
+ * a GSO run brings full segments and a shorter last one (an ACK glued
+ * after data, a message's tail), in both directions, and computing a
+ * length's bases costs 16 crc32_combine calls (6% of a 2-core 8 KiB
+ * ping-pong when one length was kept). Per thread: an engine thread both
+ * sends and receives; nothing is shared. */
+static const struct id_bases *id_bases_of(size_t udp_len)
 {
-	/* a few lengths cached: a GSO run's segments and its shorter last
-	 * one, for the last runs (messages of other sizes, ACKs) */
-	enum { DELTA_CACHE = 4 };
-	static __thread size_t len_c[DELTA_CACHE];
-	static __thread uint32_t basis_c[DELTA_CACHE][16];
+	enum { ID_CACHE = 8 };
+	static __thread struct id_bases c[ID_CACHE];
 	static __thread unsigned next;
-	uint32_t d = 0;
+	struct id_bases *b;
 	int k;
 
-	for (k = 0; k < DELTA_CACHE && len_c[k] != udp_len; k++)
-		;
-	if (k == DELTA_CACHE) {
-		k = (int)(next++ % DELTA_CACHE);
-		/* as in wire_icrc_solve_id: the ID ends at byte 14 of the
-		 * ICRC buffer (8 ones, then the IPv4 header) */
-		id_basis(basis_c[k], 8 + 20 + udp_len - ICRC_LEN - 14);
-		len_c[k] = udp_len;
+	for (k = 0; k < ID_CACHE; k++)
+		if (c[k].len == udp_len)
+			return &c[k];
+	b = &c[next++ % ID_CACHE];
+	/* ICRC buffer: 8 ones, 20 IP, then udp_len - 4 bytes of UDP header
+	 * and payload; the ID ends at byte 14. */
+	id_basis(b->raw, 8 + 20 + udp_len - ICRC_LEN - 14);
+	b->rank = 0;
+	for (int i = 0; i < 16; i++) {
+		uint32_t v = b->raw[i], cb = 1u << i;
+
+		for (int j = 0; j < b->rank; j++) {
+			uint32_t top = 1u << (31 - __builtin_clz(b->basis[j]));
+
+			if (v & top) {
+				v ^= b->basis[j];
+				cb ^= b->combo[j];
+			}
+		}
+		if (v) {
+			b->basis[b->rank] = v;
+			b->combo[b->rank] = cb;
+			b->rank++;
+		}
 	}
+	b->len = udp_len;
+	return b;
+}
+
+uint32_t wire_icrc_id_delta(uint16_t id, size_t udp_len)
+{
+	const struct id_bases *b = id_bases_of(udp_len);
+	uint32_t d = 0;
+
 	for (int i = 0; i < 16; i++)
 		if (id & (1u << i))
-			d ^= basis_c[k][i];
+			d ^= b->raw[i];
 	return d;
 }
 
 int wire_icrc_solve_id(uint32_t computed_id0, uint32_t received, size_t udp_len,
 		       uint16_t *id_out)
 {
-	/* The reduced basis of the last ID_CACHE lengths seen: a GSO run
-	 * brings full segments and a shorter last one (an ACK glued after
-	 * data, a message's tail), and recomputing a basis costs 16
-	 * crc32_combine calls (6% of a 2-core 8 KiB ping-pong when one
-	 * length was kept). Per thread: one engine thread per context. */
-	enum { ID_CACHE = 4 };
-	static __thread struct {
-		size_t len;
-		uint32_t basis[16], combo[16]; /* reduced vectors and their ID bits */
-		int rank;
-	} c[ID_CACHE];
-	static __thread unsigned next;
+	const struct id_bases *b = id_bases_of(udp_len);
+	const uint32_t *basis = b->basis, *combo = b->combo;
 	uint32_t delta = computed_id0 ^ received, ids = 0;
-	const uint32_t *basis, *combo;
-	int k, rank;
+	int rank = b->rank;
 
-	for (k = 0; k < ID_CACHE && c[k].len != udp_len; k++)
-		;
-	if (k == ID_CACHE) {
-		uint32_t raw[16];
-
-		k = (int)(next++ % ID_CACHE);
-		/* ICRC buffer: 8 ones, 20 IP, then udp_len - 4 bytes of UDP
-		 * header and payload; the ID ends at byte 14. */
-		id_basis(raw, 8 + 20 + udp_len - ICRC_LEN - 14);
-		c[k].rank = 0;
-		for (int i = 0; i < 16; i++) {
-			uint32_t v = raw[i], cb = 1u << i;
-
-			for (int j = 0; j < c[k].rank; j++) {
-				uint32_t top = 1u << (31 - __builtin_clz(c[k].basis[j]));
-
-				if (v & top) {
-					v ^= c[k].basis[j];
-					cb ^= c[k].combo[j];
-				}
-			}
-			if (v) {
-				c[k].basis[c[k].rank] = v;
-				c[k].combo[c[k].rank] = cb;
-				c[k].rank++;
-			}
-		}
-		c[k].len = udp_len;
-	}
-	basis = c[k].basis;
-	combo = c[k].combo;
-	rank = c[k].rank;
 	for (int j = 0; j < rank; j++) {
 		uint32_t top = 1u << (31 - __builtin_clz(basis[j]));
 

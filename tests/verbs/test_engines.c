@@ -362,7 +362,7 @@ static int flow_sockets(void)
 }
 
 /* UROCE_FLOW_SOCKETS is the context's budget, shared by its engine
- * threads: 4 over 4 engines is one each, so 4 of the 8 QPs (two per
+ * threads (the remainder to the first ones): 4 over 4 engines is one each, so 4 of the 8 QPs (two per
  * engine, each with company in the namespace: a flow socket at RTR) get
  * one and the other 4 are reached through the mailboxes; every pair still
  * moves its data. (A budget per engine would have opened 8.) */
@@ -377,6 +377,11 @@ T_CASE(flow_sockets_shared_by_engines)
 	traffic(&w, 0);
 	world_close(&w);
 	T_EQ_INT(flow_sockets(), 0);
+	/* 6 over 4 engines: 2, 2, 1, 1, the whole budget used */
+	setenv("UROCE_FLOW_SOCKETS", "6", 1);
+	world_open(&w, 0, 4096);
+	T_EQ_INT(flow_sockets(), 6);
+	world_close(&w);
 	unsetenv("UROCE_FLOW_SOCKETS");
 }
 

@@ -60,6 +60,18 @@ void usage_run(FILE *f)
 		"  uroce run --netdev lo ib_write_bw -d uroce_lo -x 0\n");
 }
 
+/* Sets name=value for CMD unless the user set name; says so (and why) at
+ * UROCE_LOG=info. */
+static void env_default(const char *name, const char *value, const char *why)
+{
+	if (getenv(name))
+		return;
+	setenv(name, value, 1);
+	if (cli_log_info())
+		fprintf(stderr, "uroce run: info: %s=%s (%s; set %s to override)\n", name, value, why,
+			name);
+}
+
 /* UCX sets one RC QP per endpoint and device ("path"), and one QP is one
  * engine thread's work: with several engine threads per context (cores to
  * spare), UCX_IB_NUM_PATHS=N and UCX_MAX_RNDV_RAILS=N give each endpoint N
@@ -81,13 +93,10 @@ static void ucx_paths(void)
 	if (n <= 1 || getenv("UCX_IB_NUM_PATHS"))
 		return;
 	snprintf(v, sizeof(v), "%d", n);
-	setenv("UCX_IB_NUM_PATHS", v, 1);
 	if (!getenv("UCX_MAX_RNDV_RAILS") && !getenv("UCX_MAX_RNDV_LANES"))
 		setenv("UCX_MAX_RNDV_RAILS", v, 1);
-	if (cli_log_info())
-		fprintf(stderr, "uroce run: info: UCX_IB_NUM_PATHS=%s (%d engine threads per context: "
-				"one QP of each UCX endpoint for each; set UCX_IB_NUM_PATHS to override)\n",
-			v, n);
+	env_default("UCX_IB_NUM_PATHS", v,
+		    "one QP of each UCX endpoint per engine thread of a context");
 }
 
 /* UCX's rc_verbs cuts eager messages into segments of
@@ -95,18 +104,9 @@ static void ucx_paths(void)
  * i.e. two full 4096-byte packets and a 64-byte third one, which costs
  * uroce a datagram of its own and ends the GSO run (a 32 KiB message: 5
  * SENDs, 14 packets). 8192 is a whole number of packets at every RoCE MTU
- * (1024, 2048, 4096). On 16 cores: MPI_Allreduce 256 KiB 275 -> 221 us,
- * osu_latency 32 KiB 30 -> 27 us (docs/benchmarks.md). An explicit setting
- * wins. */
-static void ucx_seg_size(void)
-{
-	if (getenv("UCX_RC_VERBS_SEG_SIZE"))
-		return;
-	setenv("UCX_RC_VERBS_SEG_SIZE", "8192", 1);
-	if (cli_log_info())
-		fprintf(stderr, "uroce run: info: UCX_RC_VERBS_SEG_SIZE=8192 (eager fragments of whole "
-				"packets; set UCX_RC_VERBS_SEG_SIZE to override)\n");
-}
+ * (1024, 2048, 4096). On 16 cores: MPI_Allreduce 256 KiB 263-290 -> 241-243
+ * us, osu_latency 32 KiB 35 -> 28-30 us (docs/benchmarks.md). */
+#define UCX_SEG_SIZE "8192"
 
 int cmd_run(int argc, char **argv)
 {
@@ -187,15 +187,9 @@ int cmd_run(int argc, char **argv)
 	/* NCCL 2.28.7-2.28.9 crash in ncclNetInit on any IB device that is not
 	 * mlx5 (NVIDIA/nccl PR #1881, fixed in 2.29.2); GIN's IB back-ends need
 	 * mlx5 anyway. An explicit setting wins. */
-	if (!getenv("NCCL_GIN_TYPE")) {
-		setenv("NCCL_GIN_TYPE", "0", 1);
-		if (cli_log_info())
-			fprintf(stderr, "uroce run: info: NCCL_GIN_TYPE=0 (NCCL 2.28.7-2.28.9 crash on "
-					"devices that are not mlx5; set NCCL_GIN_TYPE to override)\n");
-	}
-
+	env_default("NCCL_GIN_TYPE", "0", "NCCL 2.28.7-2.28.9 crash on devices that are not mlx5");
 	ucx_paths();
-	ucx_seg_size();
+	env_default("UCX_RC_VERBS_SEG_SIZE", UCX_SEG_SIZE, "eager fragments of whole packets");
 
 	/* After UROCE_NETDEV is set: the view shows the devices CMD will see. */
 	if (sysfs) {
