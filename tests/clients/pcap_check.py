@@ -44,6 +44,11 @@ except Exception as e:  # pragma: no cover
     sys.exit(77)
 
 conf.verb = 0
+# RoCEv2 is UDP destination port 4791 (IBA Annex A17), whatever the source
+# port; uroce's is the QPN's low 16 bits, so any port: with 8472 scapy's
+# VXLAN binding (on sport too) matched first and hid the BTH (CI,
+# 2026-12-06). The 4791 binding goes first.
+UDP.payload_guess.insert(0, ({"dport": 4791}, BTH))
 
 # IBA table 38: RC opcodes (value: name, extension header bytes after BTH).
 # RETH 16, AETH 4, AtomicETH 28, AtomicAckETH 8, ImmDt 4, IETH 4.

@@ -156,7 +156,7 @@ t_coll() {
 	fi
 	grep -E 'ok|BAD' "$CHECK_DIR/client.log" | grep -v 'info:'
 	[ "$rc" -eq 0 ] || return 1
-	log_has client.log '^(coll|rma)_check(\.py)? ok ' || return 1
+	log_has client.log '^(coll_check(\.py)? ok \(|rma_check ok [0-9]+ ranks )' || return 1
 	local busy
 	busy=$(ranks_with_traffic "$CHECK_DIR/client.log")
 	echo "$busy of $np ranks sent packets on uroce_$VETH_A"
