@@ -131,6 +131,18 @@ def parse_gso(d):
     return None
 
 
+def parse_pingpong(d):
+    """pingpong's client line: half round trips, us (p50 as typical)"""
+    for l in reversed(read(os.path.join(d, "client.log")).splitlines()):
+        try:
+            j = json.loads(l)
+        except ValueError:
+            continue
+        if "p50_us" in j:
+            return {"typical": j["p50_us"], "p99": j["p99_us"], "avg": j["mean_us"]}
+    return None
+
+
 def parse_idle(d):
     t = read(os.path.join(d, "out.json")).strip()
     try:
@@ -169,7 +181,7 @@ for r in records:
         continue
     r["result"] = {"perftest_bw": parse_bw, "perftest_lat": parse_lat, "iperf3": parse_iperf,
                    "sockperf": parse_sockperf, "idle_qps": parse_idle,
-                   "udp_gso": parse_gso}[r["kind"]](d)
+                   "udp_gso": parse_gso, "pingpong": parse_pingpong}[r["kind"]](d)
     if r["result"] is None:
         r["ok"] = False
         r["parse_error"] = True
@@ -250,6 +262,9 @@ for p in path_list:
     for proto in ("udp", "tcp"):
         v = [r["result"] for r in good(path=p, kind="sockperf", tool="sockperf_" + proto)]
         lat["sockperf_" + proto] = {"14": {f: med([x.get(f) for x in v]) for f in ("min", "typical", "avg", "p99", "p999", "max")} | {"runs": len(v)}} if v else {}
+    for proto in ("udp", "tcp"):
+        v = [r["result"] for r in good(path=p, kind="pingpong", tool="pingpong_" + proto)]
+        lat["pingpong_" + proto] = {"8": {f: med([x.get(f) for x in v]) for f in ("typical", "avg", "p99")} | {"runs": len(v)}} if v else {}
     s["lat_us"] = lat
     q = {}
     rss = {}
@@ -416,6 +431,8 @@ row("sockperf UDP half RTT median, us", lambda p: fmt(lat(p, "sockperf_udp", 14)
 row("sockperf TCP half RTT median, us", lambda p: fmt(lat(p, "sockperf_tcp", 14)))
 row("**uroce/UDP latency** (ib_send_lat / sockperf UDP)", lambda p: fx(ratio(lat(p, "ib_send_lat", 2), lat(p, "sockperf_udp", 14))))
 row("uroce/TCP latency (ib_send_lat / sockperf TCP)", lambda p: fx(ratio(lat(p, "ib_send_lat", 2), lat(p, "sockperf_tcp", 14))))
+row("polled UDP / TCP ping-pong half RTT p50, us (pingpong)", lambda p: f"{fmt(lat(p, 'pingpong_udp', 8))} / {fmt(lat(p, 'pingpong_tcp', 8))}")
+row("uroce/polled UDP latency (ib_send_lat / pingpong UDP)", lambda p: fx(ratio(lat(p, "ib_send_lat", 2), lat(p, "pingpong_udp", 8))))
 row("ib_send_lat 2 B p99 / sockperf UDP p99, us", lambda p: f"{fmt(lat(p, 'ib_send_lat', 2, 'p99'))} / {fmt(lat(p, 'sockperf_udp', 14, 'p99'))}")
 QPL = sorted({int(k) for p in path_list for k in S[p]["qps_gbps"]})
 row("ib_write_bw 64 KiB x " + "/".join(map(str, QPL)) + " QPs, Gb/s",

@@ -28,14 +28,14 @@ if [ "$QUICK" = 1 ]; then
 	SIZES=${BENCH_SIZES:-"8 65536 1048576"}
 	LAT_SIZES="2"
 	QPS_LIST="1 4 16 64"
-	IPERF_T=2 SOCKPERF_T=2 CPU_N=10000 CPU_FIXED_N=100 LAT_N=5000
+	IPERF_T=2 SOCKPERF_T=2 CPU_N=10000 CPU_FIXED_N=100 LAT_N=5000 PP_N=50000
 	IDLE_S=${BENCH_IDLE_S:-3}
 else
 	REPEAT=${BENCH_REPEAT:-3}
 	SIZES=${BENCH_SIZES:-"$(for ((i = 1; i <= 23; i++)); do printf '%d ' $((1 << i)); done)"}
 	LAT_SIZES="2 64 4096 65536"
 	QPS_LIST="1 4 16 64"
-	IPERF_T=3 SOCKPERF_T=3 CPU_N=20000 CPU_FIXED_N=100 LAT_N=10000
+	IPERF_T=3 SOCKPERF_T=3 CPU_N=20000 CPU_FIXED_N=100 LAT_N=10000 PP_N=100000
 	IDLE_S=${BENCH_IDLE_S:-5}
 fi
 BENCH_D=${BENCH_D:-1}
@@ -121,19 +121,25 @@ elif [ -x "$BUILD/bench/idle_qps" ]; then
 	IDLE_BIN=$BUILD/bench/idle_qps # make's, where no compiler is (the GPU machine)
 fi
 
-# udp_gso: the kernel's UDP ceiling with GSO/GRO (issue 15's bar for 1 MiB)
-GSO_BIN=""
-if have cc; then
-	if cc -O2 -std=gnu11 -Wall -o "$LOGDIR/udp_gso" "$BENCH_DIR/udp_gso.c" \
-		>"$LOGS/udp_gso.build.log" 2>&1; then
-		GSO_BIN=$LOGDIR/udp_gso
-	else
-		say "bench: udp_gso did not build (see $OUT/logs/udp_gso.build.log); skipping the UDP GSO ceiling"
-		FAILED_STEPS+=("build udp_gso")
+# Helper programs of plain C (no uroce): NAME, built here, or make's copy
+# where no compiler is (the GPU machine). Sets TOOL_BIN ("" if neither).
+plain_tool() {
+	TOOL_BIN=""
+	if have cc; then
+		if cc -O2 -std=gnu11 -Wall -o "$LOGDIR/$1" "$BENCH_DIR/$1.c" >"$LOGS/$1.build.log" 2>&1; then
+			TOOL_BIN=$LOGDIR/$1
+		else
+			say "bench: $1 did not build (see $OUT/logs/$1.build.log); skipping what needs it"
+			FAILED_STEPS+=("build $1")
+		fi
+	elif [ -x "$BUILD/bench/$1" ]; then
+		TOOL_BIN=$BUILD/bench/$1
 	fi
-elif [ -x "$BUILD/bench/udp_gso" ]; then
-	GSO_BIN=$BUILD/bench/udp_gso
-fi
+}
+# udp_gso: the kernel's UDP ceiling with GSO/GRO (issue 15's bar for 1 MiB)
+plain_tool udp_gso; GSO_BIN=$TOOL_BIN
+# pingpong: the kernel's message latency for a program that polls
+plain_tool pingpong; PP_BIN=$TOOL_BIN
 
 # ---------------------------------------------------------------- the steps
 # Each step is a function call; records.jsonl gets one line per measurement.
@@ -237,6 +243,25 @@ sockperf_pp() {
 	record "$id" "$CUR_PATH" sockperf "sockperf_$proto" 14 1 "$rep" key "$ok" "\"secs\":$SOCKPERF_T,\"pinned\":$SOCKPERF_PIN,\"dir\":\"$id\""
 }
 
+# Polled ping-pong: udp|tcp REP. 8-byte messages, each side reading with
+# MSG_DONTWAIT in a loop (bench/pingpong.c): the kernel's latency as a
+# program that polls (an MPI rank, uroce's engine) sees it; sockperf's
+# figure above also holds the wakeup of a blocking recvfrom.
+pingpong_pp() {
+	local proto=$1 rep=$2 port id ok=true
+	[ -n "$CUR_PATH" ] || return 0
+	id=$CUR_PATH.pingpong_$proto.r$rep
+	[ -n "$PP_BIN" ] || { record "$id" "$CUR_PATH" pingpong "pingpong_$proto" 8 1 "$rep" key false '"skipped":"no C compiler"'; return 0; }
+	port=$(bench_port) || { step_fail "$id"; return 0; }
+	local -a pin_s=() pin_c=()
+	# two pollers on one core would take turns by time slice
+	if [ "$SOCKPERF_PIN" = 1 ]; then pin_s=(taskset -c "$CPU_S"); pin_c=(taskset -c "$CPU_C"); fi
+	bench_pair "$LOGS/$id" "$SCTX" "$CCTX" plain "$proto" "$port" exit \
+		"${pin_s[@]}" "$PP_BIN" server "$proto" "$SADDR" "$port" -- \
+		"${pin_c[@]}" "$PP_BIN" client "$proto" "$SADDR" "$port" "$PP_N" 8 || { ok=false; step_fail "$id"; }
+	record "$id" "$CUR_PATH" pingpong "pingpong_$proto" 8 1 "$rep" key "$ok" "\"iters\":$PP_N,\"dir\":\"$id\""
+}
+
 # The UDP GSO/GRO ceiling: REP. Datagrams of the size uroce sends on the
 # path: a 4096 B (1024 B below path MTU 4200) payload, BTH and ICRC.
 udp_gso() {
@@ -332,6 +357,8 @@ for p in "${WANT_PATHS[@]}"; do
 		add $((PT_OVERHEAD + 1)) "$p ib_send_lat 2 B (rep $r)" perf_lat ib_send_lat 2 "$LAT_N" key "$r"
 		add $((SOCKPERF_T + 1)) "$p sockperf UDP (rep $r)" sockperf_pp udp "$r"
 		add $((SOCKPERF_T + 1)) "$p sockperf TCP (rep $r)" sockperf_pp tcp "$r"
+		add 2 "$p polled UDP ping-pong (rep $r)" pingpong_pp udp "$r"
+		add 2 "$p polled TCP ping-pong (rep $r)" pingpong_pp tcp "$r"
 		add $((PT_OVERHEAD + 1)) "$p ib_send_bw 64 KiB, completion events (rep $r)" perf_bw ib_send_bw 65536 1 n "$CPU_N" key "$r" ev
 		add $((PT_OVERHEAD + 1)) "$p ib_write_lat 2 B (rep $r)" perf_lat ib_write_lat 2 "$LAT_N" key "$r"
 		add $((PT_OVERHEAD + 1)) "$p ib_read_lat 2 B (rep $r)" perf_lat ib_read_lat 2 "$LAT_N" key "$r"

@@ -544,6 +544,7 @@ int uroce_eng_doorbell(struct uroce_qp *qp);
  * ibv_poll_cq/ibv_post_send runs the engine's turn itself when the engine
  * is idle (1 if it did); unpark: it stops polling (arms a CQ). */
 int uroce_eng_app_turn(struct uroce_ctx *ctx);
+void uroce_eng_polled(struct uroce_ctx *ctx);
 /* which application thread's turn is running (they count up), 0: none */
 uint64_t uroce_eng_app_turn_id(const struct uroce_engine *e);
 void uroce_eng_unpark(struct uroce_ctx *ctx);

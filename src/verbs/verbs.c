@@ -362,6 +362,8 @@ static int poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	if (atomic_load_explicit(&cq->prod, memory_order_acquire) ==
 	    atomic_load_explicit(&cq->cons, memory_order_relaxed))
 		turn = uroce_eng_app_turn(to_uctx(ibcq->context));
+	else
+		uroce_eng_polled(to_uctx(ibcq->context));
 	pthread_spin_lock(&cq->poll_lock);
 	cons = atomic_load_explicit(&cq->cons, memory_order_relaxed);
 	prod = atomic_load_explicit(&cq->prod, memory_order_acquire);

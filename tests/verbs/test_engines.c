@@ -428,6 +428,27 @@ T_CASE(sleeps_without_epoll_pwait2)
 	world_close(&w);
 }
 
+/* UROCE_POLL_US: an engine thread polls its sockets a while after its
+ * last work, reading the socket that last had packets without asking
+ * epoll first (engine.c, HOT_TURNS). A read that finds nothing is no
+ * work: once traffic stops the threads must still go to sleep. */
+T_CASE(sleeps_after_polling_hot_socket)
+{
+	struct world w;
+	double c0;
+
+	setenv("UROCE_POLL_US", "200", 1);
+	world_open(&w, 0, 4096);
+	T_EQ_INT(engine_threads(), NENG);
+	traffic(&w, 0);
+	usleep(100 * 1000); /* the engines go idle */
+	c0 = cpu_seconds();
+	usleep(300 * 1000);
+	T_ASSERTF(cpu_seconds() - c0 < 0.1, "idle engines used %.2f CPU-s in 0.3 s", cpu_seconds() - c0);
+	world_close(&w);
+	unsetenv("UROCE_POLL_US");
+}
+
 T_CASE(bad_engines_setting_fails_open)
 {
 	const char *bad[] = { "0", "17", "x", "-1", "4k" };

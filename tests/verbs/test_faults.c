@@ -339,6 +339,44 @@ T_CASE(app_progress_lost_packet_other_context)
 	tv_pair_close(&p);
 }
 
+/* UROCE_PROGRESS=app: a post's turn sends and reads nothing (engine.c,
+ * app_turn), so it must not park the engine thread either. The
+ * application posts 200 WRITEs 50 us apart (closer than UROCE_PARK_US)
+ * on one context and polls its CQ only at the end, some 10 ms later (the
+ * retransmission timer's floor is 5 ms): the ACKs must be read as they come, by
+ * the engine thread, or the requester's timer resends what was answered
+ * (when posts parked it, every WRITE was sent again, some several times). */
+T_CASE(app_progress_posts_only)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	uint64_t r0, t0;
+
+	setenv("UROCE_PROGRESS", "app", 1);
+	o.separate_ctx = 1;
+	tv_pair_open(&p, &o);
+	tv_buf_alloc(&a, p.a.pd, 200 * 256, TV_ACCESS_ALL);
+	tv_buf_alloc(&b, p.b.pd, 200 * 256, TV_ACCESS_ALL);
+	tv_fill(a.p, 200 * 256, 11);
+	r0 = TV_COUNTER(retrans_pkts);
+	t0 = TV_COUNTER(timeouts);
+	for (uint32_t k = 0; k < 200; k++) {
+		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, k, &a, (size_t)k * 256, 256,
+				  (uintptr_t)b.p + (size_t)k * 256, b.mr->rkey, 0, IBV_SEND_SIGNALED), 0);
+		usleep(50);
+	}
+	for (uint32_t k = 0; k < 200; k++)
+		tv_expect_wc_to(p.a.scq, p.a.qp, k, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 10);
+	T_PATTERN(b.p, 200 * 256, 11, 0);
+	T_EQ_U64(TV_COUNTER(retrans_pkts) - r0, 0);
+	T_EQ_U64(TV_COUNTER(timeouts) - t0, 0);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+	unsetenv("UROCE_PROGRESS");
+}
+
 /* Every engine thread of this process (named uroce-engine) to SCHED_IDLE:
  * on one CPU it then runs only when the application thread waits. */
 static int engines_to_idle(void)
