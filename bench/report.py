@@ -119,28 +119,27 @@ def parse_sockperf(d):
     return r
 
 
-def parse_gso(d):
-    """udp_gso's server line: what arrived, Gb/s"""
-    for l in reversed(read(os.path.join(d, "server.log")).splitlines()):
+def last_json(path, key):
+    """The last line of a log that is a JSON object with key, or None."""
+    for l in reversed(read(path).splitlines()):
         try:
             j = json.loads(l)
         except ValueError:
             continue
-        if "gbps" in j:
+        if isinstance(j, dict) and key in j:
             return j
     return None
 
 
+def parse_gso(d):
+    """udp_gso's server line: what arrived, Gb/s"""
+    return last_json(os.path.join(d, "server.log"), "gbps")
+
+
 def parse_pingpong(d):
     """pingpong's client line: half round trips, us (p50 as typical)"""
-    for l in reversed(read(os.path.join(d, "client.log")).splitlines()):
-        try:
-            j = json.loads(l)
-        except ValueError:
-            continue
-        if "p50_us" in j:
-            return {"typical": j["p50_us"], "p99": j["p99_us"], "avg": j["mean_us"]}
-    return None
+    j = last_json(os.path.join(d, "client.log"), "p50_us")
+    return {"typical": j["p50_us"], "p99": j["p99_us"], "avg": j["mean_us"]} if j else None
 
 
 def parse_idle(d):

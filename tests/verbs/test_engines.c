@@ -394,6 +394,23 @@ static double cpu_seconds(void)
 	       ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
 }
 
+/* Traffic over NENG engines, then 0.3 s of nothing: the idle engine
+ * threads must use under 0.1 CPU-s (they sleep, not spin). */
+static void expect_sleep_after_traffic(void)
+{
+	struct world w;
+	double c0;
+
+	world_open(&w, 0, 4096);
+	T_EQ_INT(engine_threads(), NENG);
+	traffic(&w, 0);
+	usleep(100 * 1000); /* the engines go idle */
+	c0 = cpu_seconds();
+	usleep(300 * 1000);
+	T_ASSERTF(cpu_seconds() - c0 < 0.1, "idle engines used %.2f CPU-s in 0.3 s", cpu_seconds() - c0);
+	world_close(&w);
+}
+
 /* A kernel before 5.11 (a container on a RHEL 8 host) has no
  * epoll_pwait2, nor has valgrind: a seccomp filter makes it ENOSYS for
  * this test process. The engines fall back to epoll_wait: the traffic
@@ -411,21 +428,12 @@ T_CASE(sleeps_without_epoll_pwait2)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
-	struct world w;
-	double c0;
 
 	T_EQ_INT(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
 	T_EQ_INT(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
 	T_EQ_INT((int)syscall(SYS_epoll_pwait2, -1, NULL, 0, NULL, NULL, 0), -1);
 	T_EQ_INT(errno, ENOSYS);
-	world_open(&w, 0, 4096);
-	T_EQ_INT(engine_threads(), NENG);
-	traffic(&w, 0);
-	usleep(100 * 1000); /* the engines go idle */
-	c0 = cpu_seconds();
-	usleep(300 * 1000);
-	T_ASSERTF(cpu_seconds() - c0 < 0.1, "idle engines used %.2f CPU-s in 0.3 s", cpu_seconds() - c0);
-	world_close(&w);
+	expect_sleep_after_traffic();
 }
 
 /* UROCE_POLL_US: an engine thread polls its sockets a while after its
@@ -434,18 +442,8 @@ T_CASE(sleeps_without_epoll_pwait2)
  * work: once traffic stops the threads must still go to sleep. */
 T_CASE(sleeps_after_polling_hot_socket)
 {
-	struct world w;
-	double c0;
-
 	setenv("UROCE_POLL_US", "200", 1);
-	world_open(&w, 0, 4096);
-	T_EQ_INT(engine_threads(), NENG);
-	traffic(&w, 0);
-	usleep(100 * 1000); /* the engines go idle */
-	c0 = cpu_seconds();
-	usleep(300 * 1000);
-	T_ASSERTF(cpu_seconds() - c0 < 0.1, "idle engines used %.2f CPU-s in 0.3 s", cpu_seconds() - c0);
-	world_close(&w);
+	expect_sleep_after_traffic();
 	unsetenv("UROCE_POLL_US");
 }
 
