@@ -2048,8 +2048,14 @@ static void *engine_main(void *arg)
 			/* An application thread polled lately: it reads the
 			 * sockets itself, so sleep on the eventfd alone (no
 			 * wakeup per packet), for a while that doubles as long
-			 * as it keeps polling. Timers still bound the sleep. */
-			if (e->app_progress && polled && e->now - polled < e->park_max_ns) {
+			 * as it keeps polling. Timers still bound the sleep.
+			 * The poll may be later than e->now (read when this
+			 * turn began): that is the freshest, not the oldest
+			 * (unsigned, it once looked 584 years old, and an
+			 * engine woken per packet stayed so while the
+			 * application polled hardest). */
+			if (e->app_progress && polled &&
+			    (int64_t)(e->now - polled) < (int64_t)e->park_max_ns) {
 				uint64_t cur = tsp ? (uint64_t)ts.tv_sec * 1000000000ull +
 							     (uint64_t)ts.tv_nsec
 						   : UINT64_MAX;

@@ -450,6 +450,130 @@ T_CASE(app_turn_keeps_engine_wakeup)
 	tv_pair_close(&p);
 }
 
+/* The ping-pong of the ACK-holding cases: a pair of contexts with a
+ * buffer of two messages each. */
+static void ping_open(struct tv_pair *p, struct tv_opts *o, struct tv_buf *a, struct tv_buf *b,
+		      size_t msg)
+{
+	o->separate_ctx = 1;
+	tv_pair_open(p, o);
+	tv_buf_alloc(a, p->a.pd, 2 * msg, TV_ACCESS_ALL);
+	tv_buf_alloc(b, p->b.pd, 2 * msg, TV_ACCESS_ALL);
+}
+
+/* Round i's first half: receives posted on both sides, A's SEND arrives
+ * whole at B. */
+static void ping_send(struct tv_pair *p, struct tv_buf *a, struct tv_buf *b, uint64_t i,
+		      uint32_t msg)
+{
+	struct ibv_wc wc;
+
+	T_EQ_INT(tv_post_recv1(p->b.qp, i, b, msg, msg), 0);
+	T_EQ_INT(tv_post_recv1(p->a.qp, i, a, msg, msg), 0);
+	tv_fill(a->p, msg, 100 + (unsigned)i);
+	T_EQ_INT(tv_post1(p->a.qp, IBV_WR_SEND, i, a, 0, msg, 0, 0, 0, IBV_SEND_SIGNALED), 0);
+	wc = tv_expect_wc_to(p->b.rcq, p->b.qp, i, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
+	T_EQ_INT(wc.byte_len, msg);
+	T_PATTERN(b->p + msg, msg, 100 + (unsigned)i, 0);
+}
+
+/* Context switches of this process's engine threads so far. */
+static long engine_switches(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	long n = 0;
+
+	T_ASSERT(d != NULL);
+	while ((de = readdir(d))) {
+		char path[64], line[128];
+		int engine = 0;
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		engine = fgets(line, sizeof(line), f) && !strncmp(line, "uroce-engine", 12);
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", de->d_name);
+		if (!engine || !(f = fopen(path, "r")))
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "voluntary_ctxt_switches:", 24))
+				n += atol(line + 24);
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+struct echo_arg {
+	struct tv_pair *p;
+	struct tv_buf *b;
+	int n;
+	atomic_int got;
+};
+
+/* Polls B's receive CQ without pause, as an MPI rank does, reposting each
+ * receive. */
+static void *poll_recvs(void *arg)
+{
+	struct echo_arg *ea = arg;
+	double t0 = tv_now();
+
+	while (atomic_load(&ea->got) < ea->n && tv_now() - t0 < 20) {
+		struct ibv_wc wc;
+
+		if (ibv_poll_cq(ea->p->b.rcq, 1, &wc) != 1)
+			continue;
+		T_EQ_INT(wc.status, IBV_WC_SUCCESS);
+		T_EQ_INT(tv_post_recv1(ea->p->b.qp, wc.wr_id, ea->b, 0, 64), 0);
+		atomic_fetch_add(&ea->got, 1);
+	}
+	return NULL;
+}
+
+/* UROCE_PROGRESS=app: while application threads poll, the engine threads
+ * park on their eventfds and are not woken per packet. 2,000 SENDs, each
+ * waited for, to a context whose CQ another thread polls without pause:
+ * the engine threads may wake on their park timeouts (at most a few
+ * hundred in that time), not for every message and ACK. The park test
+ * once compared the poll's time with the engine's older clock unsigned: a
+ * poll that came after the engine's turn began looked ages old, and an
+ * engine woken for one packet stayed woken per packet for as long as its
+ * application polled (make bench-mpi's allreduce 4-6x slower, at random). */
+T_CASE(engines_park_while_app_polls)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	struct echo_arg ea = { .p = &p, .b = &b, .n = 2000 };
+	pthread_t th;
+	long before, woke;
+
+	setenv("UROCE_PROGRESS", "app", 1);
+	ping_open(&p, &o, &a, &b, 64);
+	for (uint64_t i = 0; i < 128; i++)
+		T_EQ_INT(tv_post_recv1(p.b.qp, i, &b, 0, 64), 0);
+	T_EQ_INT(pthread_create(&th, NULL, poll_recvs, &ea), 0);
+	before = engine_switches();
+	for (int i = 0; i < ea.n; i++) {
+		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_SEND, (uint64_t)i, &a, 0, 64, 0, 0, 0, IBV_SEND_SIGNALED), 0);
+		tv_expect_wc_to(p.a.scq, p.a.qp, (uint64_t)i, IBV_WC_SUCCESS, IBV_WC_SEND, 10);
+	}
+	T_EQ_INT(pthread_join(th, NULL), 0);
+	woke = engine_switches() - before;
+	T_EQ_INT(atomic_load(&ea.got), ea.n);
+	printf("  %d SENDs: the engine threads switched %ld times\n", ea.n, woke);
+	T_LE_INT(woke, ea.n / 4);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+}
+
 struct poll_arg {
 	struct ibv_cq *cq;
 	atomic_int polling;
@@ -488,21 +612,13 @@ T_CASE(app_held_ack_leaves_with_reply)
 
 	setenv("UROCE_PROGRESS", "app", 1);
 	setenv("UROCE_RTO_US", "500000", 1);
-	o.separate_ctx = 1;
-	tv_pair_open(&p, &o);
-	tv_buf_alloc(&a, p.a.pd, 2 * MSG, TV_ACCESS_ALL);
-	tv_buf_alloc(&b, p.b.pd, 2 * MSG, TV_ACCESS_ALL);
+	ping_open(&p, &o, &a, &b, MSG);
 	for (uint64_t i = 0; i < N; i++) {
-		T_EQ_INT(tv_post_recv1(p.b.qp, i, &b, MSG, MSG), 0);
-		T_EQ_INT(tv_post_recv1(p.a.qp, i, &a, MSG, MSG), 0);
-		tv_fill(a.p, MSG, 100 + i);
-		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_SEND, i, &a, 0, MSG, 0, 0, 0, IBV_SEND_SIGNALED), 0);
-		wc = tv_expect_wc_to(p.b.rcq, p.b.qp, i, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
-		T_EQ_INT(wc.byte_len, MSG);
-		T_PATTERN(b.p + MSG, MSG, 100 + i, 0);
+		ping_send(&p, &a, &b, i, MSG);
 		tv_fill(b.p, MSG, 500 + i);
 		T_EQ_INT(tv_post1(p.b.qp, IBV_WR_SEND, i, &b, 0, MSG, 0, 0, 0, IBV_SEND_SIGNALED), 0);
 		wc = tv_expect_wc_to(p.a.rcq, p.a.qp, i, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
+		T_EQ_INT(wc.byte_len, MSG);
 		T_PATTERN(a.p + MSG, MSG, 500 + i, 0);
 		tv_expect_wc_to(p.a.scq, p.a.qp, i, IBV_WC_SUCCESS, IBV_WC_SEND, 10);
 		tv_expect_wc_to(p.b.scq, p.b.qp, i, IBV_WC_SUCCESS, IBV_WC_SEND, 10);
