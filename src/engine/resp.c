@@ -9,7 +9,7 @@
 
 #define ACK_DELAY_NS 20000   /* an unrequested ACK goes out at the latest after this */
 #define ACK_EVERY 64         /* or after this many unacknowledged packets */
-#define ACK_HOLD_NS 200000   /* a requested ACK held over an application turn: UROCE_PARK_US's default, so that holding one wakes nobody */
+#define ACK_HOLD_NS 200000   /* a requested ACK held over an application turn, at most: if no turn follows, the parked engine thread wakes for it */
 #define RD_BUDGET 64         /* READ response packets per QP per engine pass */
 
 int uroce_resp_busy(const struct uroce_qp *qp)
