@@ -1035,20 +1035,35 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 	if (!channel || !event)
 		return fail(EINVAL);
 	ch = cm_channel_of(channel);
-	lock();
 again:
-	while (!ch->head) {
-		struct pollfd pfd = { channel->fd, POLLIN, 0 };
-		int fl = fcntl(channel->fd, F_GETFL);
+	/* Wait before taking the library's lock, on a descriptor of our
+	 * own, as the kernel's blocked read(2) of a ucma descriptor holds
+	 * its file: rping's main thread (rdma-core 44) destroys the channel
+	 * right after its CM thread acknowledged the last event, and that
+	 * thread, back in here, must be waiting by then, not queued on the
+	 * lock behind main's teardown to find the descriptor closed (EBADF,
+	 * and rping's exit(-1) after a clean run: CI of 2026-12-07,
+	 * veth1500/rping). A channel gone before the call is EBADF. */
+	for (;;) {
+		struct pollfd pfd = { fcntl(channel->fd, F_DUPFD_CLOEXEC, 0), POLLIN, 0 };
+		int fl;
 
-		unlock();
-		if (fl >= 0 && (fl & O_NONBLOCK))
-			return fail(EAGAIN);
-		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+		if (pfd.fd < 0)
 			return -1;
-		if (pfd.revents & POLLNVAL)
-			return fail(EBADF);
+		fl = fcntl(pfd.fd, F_GETFL);
+		while (!(fl & O_NONBLOCK) && poll(&pfd, 1, -1) < 0) {
+			if (errno != EINTR) {
+				close(pfd.fd);
+				return -1;
+			}
+		}
+		close(pfd.fd);
 		lock();
+		if (ch->head)
+			break;
+		unlock(); /* another thread took it */
+		if (fl & O_NONBLOCK)
+			return fail(EAGAIN);
 	}
 	e = ch->head;
 	ch->head = e->next;
@@ -1064,6 +1079,7 @@ again:
 	if (q->connect_error && (e->ev.event == RDMA_CM_EVENT_REJECTED ||
 				 e->ev.event == RDMA_CM_EVENT_DISCONNECTED)) {
 		ack_locked(e);
+		unlock();
 		goto again;
 	}
 	switch (e->ev.event) {

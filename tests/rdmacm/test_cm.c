@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 
 #define EV_WAIT_MS 20000
 
@@ -1310,6 +1311,101 @@ T_CASE(destroy_waits_for_ack)
 	T_EQ_INT(rdma_destroy_id(d.id), 0);
 	T_EQ_INT(fd_readable(ch->fd), 0);
 	rdma_destroy_event_channel(ch);
+}
+
+struct waiter_arg {
+	struct rdma_event_channel *ch;
+	atomic_int returned;
+};
+
+static void *wait_event(void *arg)
+{
+	struct waiter_arg *w = arg;
+	struct rdma_cm_event *ev;
+
+	rdma_get_cm_event(w->ch, &ev);
+	atomic_store(&w->returned, 1);
+	return NULL;
+}
+
+/* A thread waiting in rdma_get_cm_event while another destroys the channel
+ * stays blocked, as one blocked in the kernel's read(2) of the ucma file
+ * does: rping's main thread destroys the channel under its CM thread
+ * (rdma-core 44), and a wait that woke with EBADF made rping exit 255
+ * after a clean run (CI of 2026-12-07, veth1500/rping). A channel that is
+ * gone before the call is EBADF. */
+T_CASE(channel_destroyed_under_waiter)
+{
+	struct waiter_arg w = { .ch = rdma_create_event_channel() };
+	struct rdma_event_channel *gone;
+	struct rdma_cm_event *ev;
+	pthread_t t;
+	int fd;
+
+	T_ASSERT(w.ch != NULL);
+	T_EQ_INT(pthread_create(&t, NULL, wait_event, &w), 0);
+	tv_msleep(100);
+	rdma_destroy_event_channel(w.ch);
+	tv_msleep(200);
+	T_EQ_INT(atomic_load(&w.returned), 0);
+	T_EQ_INT(pthread_detach(t), 0); /* blocked for good, as in the kernel */
+	gone = rdma_create_event_channel();
+	T_ASSERT(gone != NULL);
+	fd = gone->fd;
+	T_EQ_INT(close(fd), 0); /* the descriptor closed under the library */
+	errno = 0;
+	T_EQ_INT(rdma_get_cm_event(gone, &ev), -1);
+	T_EQ_INT(errno, EBADF);
+}
+
+struct acker_arg {
+	struct rdma_event_channel *ch;
+	atomic_int acked, returned;
+};
+
+/* rping's CM thread: takes an event, acknowledges it, waits for the next. */
+static void *ack_then_wait(void *arg)
+{
+	struct acker_arg *w = arg;
+	struct rdma_cm_event *ev;
+
+	if (rdma_get_cm_event(w->ch, &ev) == 0) {
+		rdma_ack_cm_event(ev);
+		atomic_store(&w->acked, 1);
+		rdma_get_cm_event(w->ch, &ev);
+	}
+	atomic_store(&w->returned, 1);
+	return NULL;
+}
+
+/* rping's teardown, many times: main waits in rdma_destroy_id for the CM
+ * thread's acknowledgement and destroys the channel at once, while that
+ * thread goes back to rdma_get_cm_event. The thread must stay blocked. */
+T_CASE(teardown_races_cm_thread)
+{
+	int early = 0;
+
+	for (int i = 0; i < 200; i++) {
+		struct acker_arg w = { .ch = rdma_create_event_channel() };
+		struct rdma_cm_id *id;
+		struct sockaddr_in s;
+		pthread_t t;
+
+		T_ASSERT(w.ch != NULL);
+		T_EQ_INT(rdma_create_id(w.ch, &id, NULL, RDMA_PS_TCP), 0);
+		sin_of(&s, "127.0.0.1", 7471);
+		T_EQ_INT(pthread_create(&t, NULL, ack_then_wait, &w), 0);
+		T_EQ_INT(rdma_resolve_addr(id, NULL, (struct sockaddr *)&s, 2000), 0);
+		while (!atomic_load(&w.acked))
+			;
+		T_EQ_INT(rdma_destroy_id(id), 0);
+		rdma_destroy_event_channel(w.ch);
+		tv_msleep(2);
+		early += atomic_load(&w.returned);
+		T_EQ_INT(pthread_detach(t), 0);
+	}
+	printf("  %d of 200 CM threads woke with an error\n", early);
+	T_EQ_INT(early, 0);
 }
 
 T_CASE(migrate_id_moves_events)
