@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/experiments/lat-device.sh: ib_send_lat 2 B on loopback against
 # sockperf UDP ping-pong, under each progress mode and engine busy-poll
-# budget (UROCE_POLL_US), interleaved over REPEAT rounds: what the p50 and
+# budget (UROCE_POLL_US), interleaved over REPEAT rounds (VARIANTS: each
+# MODE:POLL_US or MODE:POLL_US:REPLY_HOLD_US): what the p50 and
 # p99 targets of issue 15 cost where cores are plenty. MTU=1500 or 9000:
 # over a veth pair between two namespaces (tests/clients/netns.sh, root)
 # instead of loopback.
@@ -23,7 +24,9 @@ fi
 for _ in $(seq "$REPEAT"); do
 	for v in $VARIANTS; do
 		port=$((port + 1))
-		export UROCE_PROGRESS=${v%%:*} UROCE_POLL_US=${v##*:}
+		IFS=: read -r mode poll hold <<<"$v"
+		export UROCE_PROGRESS=$mode UROCE_POLL_US=$poll
+		if [ -n "$hold" ]; then export UROCE_REPLY_HOLD_US=$hold; else unset UROCE_REPLY_HOLD_US; fi
 		"${SRV[@]}" /usr/bin/time -f "%U %S" -o /tmp/lat.s "$U" run -- ib_send_lat -d "$DEV" -s 2 -n "$N" -p $port -F >/dev/null 2>&1 &
 		sleep 0.5
 		res=$("${CLI[@]}" /usr/bin/time -f "%U %S" -o /tmp/lat.c "$U" run -- ib_send_lat -d "${DEV/uva/uvb}" -s 2 -n "$N" -p $port -F "$IP" 2>&1 |
@@ -31,7 +34,7 @@ for _ in $(seq "$REPEAT"); do
 		wait
 		echo "lat $v: $res cpu $(cat /tmp/lat.s 2>/dev/null) / $(cat /tmp/lat.c 2>/dev/null)"
 	done
-	unset UROCE_PROGRESS UROCE_POLL_US
+	unset UROCE_PROGRESS UROCE_POLL_US UROCE_REPLY_HOLD_US
 	"${SRV[@]}" sockperf sr -i "$IP" -p 5411 >/dev/null 2>&1 &
 	sp=$!
 	sleep 0.3

@@ -15,6 +15,11 @@
 #define AUTO_APP_MAX_CPUS 4
 /* and above it, the engine thread's busy-poll after work (UROCE_POLL_US) */
 #define AUTO_POLL_US 20
+/* and within that poll, how long the engine thread holds the ACK of a
+ * completed receive for the reply it is likely to cause
+ * (UROCE_REPLY_HOLD_US): off until measured on a machine with cores to
+ * spare (docs/design.md, "ACK coalescing") */
+#define AUTO_REPLY_HOLD_US 0
 /* UROCE_ENGINES=auto: one engine thread per this many CPUs, up to
  * AUTO_MAX_ENGINES */
 #define AUTO_CPUS_PER_ENGINE 4

@@ -114,6 +114,7 @@ struct uroce_engine {
 	struct uroce_qp *all;        /* every QP, for diagnostics */
 	uint64_t now;
 	uint64_t spin_ns;
+	uint64_t reply_hold_ns; /* UROCE_REPLY_HOLD_US */
 
 	uint64_t queued;             /* datagrams handed to uroce_eng_send */
 	/* This turn left received datagrams unread (a socket had more than a
@@ -1887,6 +1888,17 @@ static void wake_for_deadline(struct uroce_engine *e)
 	wake(e);
 }
 
+uint64_t uroce_eng_reply_hold_ns(const struct uroce_engine *e)
+{
+	/* the engine thread's own turn, which spins after work anyway: the
+	 * hold's deadline never costs a wakeup. Anything already queued
+	 * leaves in this turn's system call: the ACK goes with it. */
+	if (!e->reply_hold_ns || e->ntx || turn_of != e || !e->running ||
+	    !pthread_equal(pthread_self(), e->thr))
+		return 0;
+	return e->reply_hold_ns;
+}
+
 /* An application thread's turn, if the engine is idle (nobody holds run):
  * what the engine thread would do on waking, without the wakeup. 1 if
  * it ran. */
@@ -2180,6 +2192,23 @@ static int progress_init(struct uroce_engine *e)
 		}
 	}
 	e->park_max_ns = us * 1000ull;
+	/* UROCE_REPLY_HOLD_US (docs/design.md, "Who runs the transport"): an
+	 * engine thread that spins after work holds the ACK of a completed
+	 * receive a few microseconds for the reply, which then carries it in
+	 * one system call; never longer than the spin, so it never costs a
+	 * wakeup, and never in application progress (its held ACK waits for
+	 * the application's next turn instead). */
+	k = getenv("UROCE_REPLY_HOLD_US");
+	us = AUTO_REPLY_HOLD_US;
+	if (k && *k) {
+		errno = 0;
+		us = strtoul(k, &end, 10);
+		if (errno || *end || us > 1000000) {
+			uroce_err("UROCE_REPLY_HOLD_US=%s: expected microseconds from 0 to 1000000", k);
+			return -1;
+		}
+	}
+	e->reply_hold_ns = !e->app_progress && e->spin_ns > us * 1000ull ? us * 1000ull : 0;
 	return 0;
 }
 

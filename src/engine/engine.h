@@ -372,6 +372,8 @@ struct uroce_qp {
 		int nak_sent;            /* sequence NAK sent for epsn */
 		int ack_now;             /* an ACK is due at the end of this batch */
 		uint64_t ack_held;       /* held in this application turn (its id) */
+		int answer;              /* a receive completed: a reply may follow */
+		uint64_t hold_until;     /* the engine holds the ACK for it until */
 		uint32_t unacked;        /* packets since the last ACK */
 		uint64_t ack_deadline;
 		struct uroce_rd_res rd[UROCE_MAX_RD_ATOMIC * 2];
@@ -548,6 +550,11 @@ void uroce_eng_polled(struct uroce_ctx *ctx);
 /* which application thread's turn is running (they count up), 0: none */
 uint64_t uroce_eng_app_turn_id(const struct uroce_engine *e);
 void uroce_eng_unpark(struct uroce_ctx *ctx);
+/* How long the engine thread's turn may hold an ACK for the reply its
+ * completion is about to cause (UROCE_REPLY_HOLD_US), 0: send it now;
+ * nonzero only for an engine thread that spins anyway and has nothing
+ * else queued to send this turn. */
+uint64_t uroce_eng_reply_hold_ns(const struct uroce_engine *e);
 void uroce_eng_activate(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_deactivate(struct uroce_engine *e, struct uroce_qp *qp);
 void uroce_eng_attach(struct uroce_engine *e, struct uroce_qp *qp);

@@ -226,6 +226,8 @@ void uroce_qp_to_error(struct uroce_qp *qp)
 	qp->resp.rd_len = 0;
 	qp->resp.ack_now = 0;
 	qp->resp.ack_held = 0;
+	qp->resp.answer = 0;
+	qp->resp.hold_until = 0;
 	qp->resp.unacked = 0;
 	qp->resp.ack_deadline = 0;
 	qp->resp.gap_start = 0;

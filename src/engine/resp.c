@@ -216,6 +216,25 @@ void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t 
 				qp->resp.ack_deadline = now + ACK_HOLD_NS;
 			return;
 		}
+		/* The engine thread's turn: a completed receive is read by a
+		 * polling application within a microsecond or two, and a
+		 * ping-pong's reply follows. The ACK waits for it, up to
+		 * UROCE_REPLY_HOLD_US while the engine spins anyway, and leaves
+		 * in the reply's system call; the requester then reads both
+		 * at once. */
+		if (!turn && qp->resp.answer) {
+			uint64_t hold = qp->resp.hold_until ? 0 : uroce_eng_reply_hold_ns(e);
+
+			if (hold) {
+				qp->resp.hold_until = now + hold;
+				qp->cnt->acks_held++;
+				if (!qp->resp.ack_deadline || qp->resp.ack_deadline > qp->resp.hold_until)
+					qp->resp.ack_deadline = qp->resp.hold_until;
+			}
+			if (qp->resp.hold_until && now < qp->resp.hold_until &&
+			    uroce_eng_reply_hold_ns(e))
+				return;
+		}
 	}
 	/* An ACK says the data is placed: with payload on its way to the GPU
 	 * it waits, without blocking the engine, until the copies are done
@@ -228,6 +247,8 @@ void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t 
 	send_aeth(e, qp, AETH_ACK | AETH_ACK_NO_CREDIT, ack_psn(qp));
 	qp->resp.ack_now = 0;
 	qp->resp.ack_held = 0;
+	qp->resp.answer = 0;
+	qp->resp.hold_until = 0;
 	qp->resp.unacked = 0;
 	qp->resp.ack_deadline = 0;
 }
@@ -368,6 +389,7 @@ static void complete_recv(struct uroce_qp *qp, const struct wire_pkt *p, enum ib
 	if (uroce_cq_push(qp->rcq, &wc, p->se) < 0)
 		uroce_async_event(qp->ctx, IBV_EVENT_CQ_ERR, &qp->rcq->ibcq);
 	qp->resp.have_rwqe = 0;
+	qp->resp.answer = 1;
 }
 
 static void queue_read(struct uroce_qp *qp, const struct wire_pkt *p)

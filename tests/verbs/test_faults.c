@@ -657,6 +657,54 @@ T_CASE(app_held_ack_leaves_with_reply)
 	tv_pair_close(&p);
 }
 
+/* An engine thread that spins after work holds the ACK of a completed
+ * receive for the reply (UROCE_REPLY_HOLD_US; docs/design.md, "Who runs
+ * the transport"). Holds and spins far longer than a ping-pong's turn
+ * here, so that an ACK which did not leave with the reply would complete
+ * the sender's SEND only when the hold ran out, 100 ms later: each SEND's
+ * completion must be there as soon as its reply is (B's, as soon as A's
+ * next SEND is). Then a SEND nobody answers: its ACK leaves when the hold
+ * ends, with no retransmission (the retransmission timer is longer). */
+T_CASE(engine_holds_ack_for_reply)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	double t0;
+	enum { N = 20, MSG = 64 };
+
+	setenv("UROCE_PROGRESS", "engine", 1);
+	setenv("UROCE_POLL_US", "1000000", 1);
+	setenv("UROCE_REPLY_HOLD_US", "100000", 1);
+	setenv("UROCE_RTO_US", "2000000", 1);
+	o.timeout = 19; /* 2.1 s: no retransmission timer within the hold */
+	ping_open(&p, &o, &a, &b, MSG);
+	for (uint64_t i = 0; i < N; i++) {
+		ping_send(&p, &a, &b, i, MSG);
+		if (i) /* A's SEND carried the ACK of B's previous reply */
+			tv_expect_wc_to(p.b.scq, p.b.qp, i - 1, IBV_WC_SUCCESS, IBV_WC_SEND, 0.05);
+		tv_fill(b.p, MSG, 500 + i);
+		T_EQ_INT(tv_post1(p.b.qp, IBV_WR_SEND, i, &b, 0, MSG, 0, 0, 0, IBV_SEND_SIGNALED), 0);
+		tv_expect_wc_to(p.a.rcq, p.a.qp, i, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
+		T_PATTERN(a.p + MSG, MSG, 500 + i, 0);
+		/* the ACK of A's SEND came with B's reply: no 100 ms wait */
+		tv_expect_wc_to(p.a.scq, p.a.qp, i, IBV_WC_SUCCESS, IBV_WC_SEND, 0.05);
+	}
+	T_GE_INT(TV_COUNTER(acks_held), 2 * N - 1);
+	T_EQ_INT(tv_post_recv1(p.b.qp, N, &b, MSG, MSG), 0);
+	t0 = tv_now();
+	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_SEND, N, &a, 0, MSG, 0, 0, 0, IBV_SEND_SIGNALED), 0);
+	tv_expect_wc_to(p.b.rcq, p.b.qp, N, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
+	tv_expect_wc_to(p.b.scq, p.b.qp, N - 1, IBV_WC_SUCCESS, IBV_WC_SEND, 0.05);
+	tv_expect_wc_to(p.a.scq, p.a.qp, N, IBV_WC_SUCCESS, IBV_WC_SEND, 10);
+	T_GE_INT((int64_t)((tv_now() - t0) * 1000), 90); /* held, then sent */
+	T_EQ_INT(TV_COUNTER(retrans_pkts), 0);
+	T_EQ_INT(TV_COUNTER(timeouts), 0);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+}
+
 int main(int argc, char **argv)
 {
 	return t_run(argc, argv);
