@@ -2192,7 +2192,7 @@ static int progress_init(struct uroce_engine *e)
 		}
 	}
 	e->park_max_ns = us * 1000ull;
-	/* UROCE_REPLY_HOLD_US (docs/design.md, "Who runs the transport"): an
+	/* UROCE_REPLY_HOLD_US (docs/design.md, "ACK coalescing"): an
 	 * engine thread that spins after work holds the ACK of a completed
 	 * receive a few microseconds for the reply, which then carries it in
 	 * one system call; never longer than the spin, so it never costs a

@@ -658,8 +658,8 @@ T_CASE(app_held_ack_leaves_with_reply)
 }
 
 /* An engine thread that spins after work holds the ACK of a completed
- * receive for the reply (UROCE_REPLY_HOLD_US; docs/design.md, "Who runs
- * the transport"). Holds and spins far longer than a ping-pong's turn
+ * receive for the reply (UROCE_REPLY_HOLD_US; docs/design.md, "ACK
+ * coalescing"). Holds and spins far longer than a ping-pong's turn
  * here, so that an ACK which did not leave with the reply would complete
  * the sender's SEND only when the hold ran out, 100 ms later: each SEND's
  * completion must be there as soon as its reply is (B's, as soon as A's
