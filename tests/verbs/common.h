@@ -15,6 +15,7 @@
 #include <infiniband/verbs.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -751,6 +752,36 @@ static inline void tv_expect_no_wc_(const char *file, int line,
 		t_fail(file, line, "unexpected completion: %s", tv_wc_str(&wc));
 }
 #define tv_expect_no_wc(cq, secs) tv_expect_no_wc_(__FILE__, __LINE__, (cq), (secs))
+
+/* The thread IDs of this process's engine threads (named uroce-engine),
+ * up to max; returns how many there are. */
+static inline int tv_engine_tids(pid_t *tids, int max)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+
+	T_ASSERT(d != NULL);
+	while ((de = readdir(d))) {
+		char path[300], comm[32] = "";
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && !strncmp(comm, "uroce-engine", 12)) {
+			if (n < max)
+				tids[n] = (pid_t)atoi(de->d_name);
+			n++;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
 
 /* ---- processes ----------------------------------------------------------- */
 

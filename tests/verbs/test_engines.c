@@ -30,27 +30,7 @@ __attribute__((constructor)) static void engines_env(void)
 /* Threads of this process named uroce-engine. */
 static int engine_threads(void)
 {
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *de;
-	int n = 0;
-
-	T_ASSERT(d);
-	while ((de = readdir(d))) {
-		char path[300], comm[32] = "";
-		FILE *f;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(comm, sizeof(comm), f) && !strncmp(comm, "uroce-engine", 12))
-			n++;
-		fclose(f);
-	}
-	closedir(d);
-	return n;
+	return tv_engine_tids(NULL, 0);
 }
 
 /* NPAIRS connected RC pairs a[i] <-> b[i] in one context; every QP on the

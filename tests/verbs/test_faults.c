@@ -4,7 +4,6 @@
  * default) and with selective repeat (UROCE_RETRANS=sr, the sr_ cases,
  * which also check that packets were placed ahead and resent selectively).
  * UROCE_FAULT_TEST_MB overrides the volume (MiB per operation). */
-#include <dirent.h>
 #include <glob.h>
 #include <pthread.h>
 #include <sched.h>
@@ -381,29 +380,13 @@ T_CASE(app_progress_posts_only)
  * on one CPU it then runs only when the application thread waits. */
 static int engines_to_idle(void)
 {
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *de;
-	int n = 0;
+	pid_t tids[64];
+	int n = tv_engine_tids(tids, 64);
+	struct sched_param sp = { 0 };
 
-	T_ASSERT(d != NULL);
-	while ((de = readdir(d))) {
-		char path[64], name[32] = "";
-		struct sched_param sp = { 0 };
-		FILE *f;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(name, sizeof(name), f) && !strncmp(name, "uroce-engine", 12)) {
-			T_EQ_INT(sched_setscheduler(atoi(de->d_name), SCHED_IDLE, &sp), 0);
-			n++;
-		}
-		fclose(f);
-	}
-	closedir(d);
+	T_LE_INT(n, 64);
+	for (int i = 0; i < n; i++)
+		T_EQ_INT(sched_setscheduler(tids[i], SCHED_IDLE, &sp), 0);
 	return n;
 }
 
@@ -480,33 +463,23 @@ static void ping_send(struct tv_pair *p, struct tv_buf *a, struct tv_buf *b, uin
 /* Context switches of this process's engine threads so far. */
 static long engine_switches(void)
 {
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *de;
+	pid_t tids[64];
+	int k = tv_engine_tids(tids, 64);
 	long n = 0;
 
-	T_ASSERT(d != NULL);
-	while ((de = readdir(d))) {
+	T_LE_INT(k, 64);
+	for (int i = 0; i < k; i++) {
 		char path[64], line[128];
-		int engine = 0;
 		FILE *f;
 
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		engine = fgets(line, sizeof(line), f) && !strncmp(line, "uroce-engine", 12);
-		fclose(f);
-		snprintf(path, sizeof(path), "/proc/self/task/%s/status", de->d_name);
-		if (!engine || !(f = fopen(path, "r")))
+		snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tids[i]);
+		if (!(f = fopen(path, "r")))
 			continue;
 		while (fgets(line, sizeof(line), f))
 			if (!strncmp(line, "voluntary_ctxt_switches:", 24))
 				n += atol(line + 24);
 		fclose(f);
 	}
-	closedir(d);
 	return n;
 }
 
