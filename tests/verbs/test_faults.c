@@ -302,6 +302,9 @@ T_CASE(progress_settings_checked)
 	open_with("UROCE_PARK_US", "5", 0);
 	open_with("UROCE_PARK_US", "100x", 0);
 	open_with("UROCE_PARK_US", "500", 1);
+	open_with("UROCE_REPLY_HOLD_US", "4us", 0);
+	open_with("UROCE_REPLY_HOLD_US", "2000000", 0);
+	open_with("UROCE_REPLY_HOLD_US", "4", 1);
 }
 
 /* UROCE_PROGRESS=app: the application posts a SEND on one context, whose
