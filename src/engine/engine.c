@@ -121,6 +121,9 @@ struct uroce_engine {
 	 * turn's share), and since when that has been so every turn. */
 	int rx_backlog;
 	uint64_t backlog_since;
+	/* The longest recent turn (see turn_lag), and when it ended. */
+	uint64_t lag_ns, lag_at;
+	uint64_t stall_ns;           /* UROCE_STALL_US (fault injection) */
 
 	/* tx batch: datagrams for one socket */
 	int tx_fd;
@@ -1786,6 +1789,28 @@ static int hold_timers(struct uroce_engine *e)
 	return 1;
 }
 
+/* How late this engine may be to look at anything: the longest turn of
+ * late (a turn that took d is forgotten 4 d after it ended). A turn's
+ * wall time includes the time its thread waited for a CPU, so on a host
+ * with more runnable threads than cores it grows with the load; a peer
+ * on the same host, and every engine forwarding between them, is as
+ * slow. uroce_req_timers judges no timeout shorter than a few of these
+ * (docs/design.md, "Timers on a loaded host"). */
+static void turn_lag(struct uroce_engine *e, uint64_t start)
+{
+	uint64_t end = uroce_now_ns(), d = end - start;
+
+	if (d >= e->lag_ns || end - e->lag_at > 4 * e->lag_ns) {
+		e->lag_ns = d;
+		e->lag_at = end;
+	}
+}
+
+uint64_t uroce_eng_lag_ns(const struct uroce_engine *e)
+{
+	return e->lag_ns;
+}
+
 /* The part of a turn after waiting: nev events from the epoll set, held
  * packets, timers, the active QPs, the tx batch. Only the engine thread
  * (own) reads its eventfd: that counter is the wakeup of a sleeping engine
@@ -1796,8 +1821,8 @@ static int hold_timers(struct uroce_engine *e)
 static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int nev, int own)
 {
 	int work = 0, hold;
+	uint64_t start = e->now = uroce_now_ns();
 
-	e->now = uroce_now_ns();
 	e->rx_backlog = 0;
 	for (int i = 0; i < nev; i++) {
 		if (!evs[i].data.ptr) {
@@ -1839,6 +1864,13 @@ static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int n
 			uroce_eng_deactivate(e, qp);
 	}
 	uroce_eng_flush(e);
+	if (unlikely(e->stall_ns)) {
+		struct timespec st = { (time_t)(e->stall_ns / 1000000000ull),
+				       (long)(e->stall_ns % 1000000000ull) };
+
+		nanosleep(&st, NULL);
+	}
+	turn_lag(e, start);
 	return work;
 }
 
@@ -2209,6 +2241,20 @@ static int progress_init(struct uroce_engine *e)
 		}
 	}
 	e->reply_hold_ns = !e->app_progress && e->spin_ns > us * 1000ull ? us * 1000ull : 0;
+	/* UROCE_STALL_US (fault injection, src/net/fault.h): every turn
+	 * loses the CPU this long, as on a host with more runnable threads
+	 * than cores. */
+	k = getenv("UROCE_STALL_US");
+	e->stall_ns = 0;
+	if (k && *k) {
+		errno = 0;
+		us = strtoul(k, &end, 10);
+		if (errno || *end || us > 1000000) {
+			uroce_err("UROCE_STALL_US=%s: expected microseconds from 0 to 1000000", k);
+			return -1;
+		}
+		e->stall_ns = us * 1000ull;
+	}
 	return 0;
 }
 

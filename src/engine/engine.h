@@ -323,6 +323,7 @@ struct uroce_qp {
 		int retry_left, rnr_left;
 		int heard;               /* the peer QP sent something since the last timeout */
 		int excused;             /* timeouts not charged since the last progress */
+		int deferred;            /* timeouts deferred for lag since the last progress */
 		uint64_t deadline;       /* local ACK timeout, ns; 0 = off */
 		uint64_t fast_deadline;  /* early retransmission, ns; 0 = off */
 		uint64_t fast_rto_ns;    /* early retransmission interval */
@@ -595,6 +596,8 @@ struct uroce_txpkt {
 void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_txpkt *p);
 void uroce_eng_flush(struct uroce_engine *e);
 uint64_t uroce_eng_now(struct uroce_engine *e);
+/* The engine's longest recent turn, wall time (engine.c, turn_lag). */
+uint64_t uroce_eng_lag_ns(const struct uroce_engine *e);
 
 /* Host pointer to len bytes at va of a CUDA MR, staged (qp.c). */
 uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t key, uint64_t va,

@@ -16,6 +16,10 @@
 #define READ_CHUNK_PKTS 64    /* READ requests cover at most this many responses */
 #define ACKREQ_EVERY 16       /* AckReq on every 16th packet and on each last one */
 #define TIMEOUT_EXCUSES 32    /* uncharged timeouts per stall while the peer speaks */
+/* A timer shorter than LAG_TURNS of the engine's recent turns is not
+ * judged (uroce_req_timers), LAG_DEFERS times at most per stall. */
+#define LAG_TURNS 3
+#define LAG_DEFERS 32
 
 static inline struct uroce_swqe *sqe(struct uroce_qp *qp, uint32_t idx)
 {
@@ -307,6 +311,7 @@ static void progress_made(struct uroce_qp *qp, uint64_t now)
 	qp->req.last_una = qp->req.una;
 	qp->req.retry_left = (int)qp->attr.retry_cnt;
 	qp->req.excused = 0;
+	qp->req.deferred = 0;
 	qp->req.heard = 0;
 	qp->req.deadline = 0;
 	qp->req.fast_deadline = 0;
@@ -1099,6 +1104,18 @@ static int tail_probe(struct uroce_engine *e, struct uroce_qp *qp)
 	return 0;
 }
 
+/* The early timer's next interval: twice the last, at most 500 ms and
+ * the QP's own timeout. */
+static void fast_backoff(struct uroce_qp *qp, uint64_t now)
+{
+	qp->req.fast_cur_ns *= 2;
+	if (qp->req.fast_cur_ns > 500000000ull)
+		qp->req.fast_cur_ns = 500000000ull;
+	if (qp->req.timeout_ns && qp->req.fast_cur_ns > qp->req.timeout_ns)
+		qp->req.fast_cur_ns = qp->req.timeout_ns;
+	qp->req.fast_deadline = now + qp->req.fast_cur_ns;
+}
+
 void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 {
 	if (qp->eng_state != IBV_QPS_RTS && qp->eng_state != IBV_QPS_SQD)
@@ -1126,7 +1143,26 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 		if (qp->req.in_rec)
 			rec_start(qp, qp->req.psn);
 	}
-	if (qp->req.deadline && now >= qp->req.deadline) {
+	if (qp->req.deadline && now >= qp->req.deadline &&
+	    uroce_eng_lag_ns(e) * LAG_TURNS > qp->req.timeout_ns &&
+	    qp->req.deferred < LAG_DEFERS) {
+		/* The engine's own turns lately took more than a third of the
+		 * timeout: an answer needs about three turns (ours to send,
+		 * the peer's, ours to read; more when another process on this
+		 * host forwards it), so expiry says nothing about the peer.
+		 * On 2 cores, 4 processes posting 8,000 WRITEs each made
+		 * turns of 50-110 ms against a 67 ms timeout; every turn
+		 * charged every QP a retry and resent its window, the resends
+		 * made the turns longer still, and QPs of live peers failed
+		 * with RETRY_EXC_ERR. Wait another timeout instead, sending
+		 * nothing; a frozen peer still fails, LAG_DEFERS timeouts
+		 * later. */
+		qp->req.deferred++;
+		qp->cnt->timeouts_deferred++;
+		qp->req.deadline = now + qp->req.timeout_ns;
+		if (qp->req.fast_deadline && now >= qp->req.fast_deadline)
+			qp->req.fast_deadline = now + qp->req.fast_cur_ns;
+	} else if (qp->req.deadline && now >= qp->req.deadline) {
 		/* Local ACK timeout (C9-140): retry_cnt retries, then fail.
 		 * A timeout after which the peer QP was heard from (an ACK,
 		 * NAK, response or CNP for this QP, even one that advanced
@@ -1158,19 +1194,21 @@ void uroce_req_timers(struct uroce_engine *e, struct uroce_qp *qp, uint64_t now)
 		 * backs off exponentially, so a slow peer (a loaded host) is
 		 * not buried under retransmissions it must discard. The
 		 * first expiry since progress sends one probe (tail_probe);
-		 * the next goes back. */
-		int probe = !qp->req.probed && !tail_probe(e, qp);
+		 * the next goes back. An interval shorter than LAG_TURNS of
+		 * the engine's recent turns only backs off, sending nothing
+		 * (as the QP's own timeout above). */
+		int probe = 0;
 
+		if (uroce_eng_lag_ns(e) * LAG_TURNS > qp->req.fast_cur_ns) {
+			fast_backoff(qp, now);
+			return;
+		}
+		probe = !qp->req.probed && !tail_probe(e, qp);
 		if (probe)
 			qp->req.probed = 1;
 		else
 			window_loss(qp);
-		qp->req.fast_cur_ns *= 2;
-		if (qp->req.fast_cur_ns > 500000000ull)
-			qp->req.fast_cur_ns = 500000000ull;
-		if (qp->req.timeout_ns && qp->req.fast_cur_ns > qp->req.timeout_ns)
-			qp->req.fast_cur_ns = qp->req.timeout_ns;
-		qp->req.fast_deadline = now + qp->req.fast_cur_ns;
+		fast_backoff(qp, now);
 		if (probe)
 			return;
 		qp->req.gap_psn = PSN_MASK + 1;

@@ -8,6 +8,8 @@
  *                     (default 50 us): the spread of paths in a fabric,
  *                     not a stall
  *   UROCE_DELAY_US=N  hold every packet N microseconds
+ *   UROCE_STALL_US=N  every engine turn loses the CPU N microseconds (a
+ *                     loaded host; read by the engine, src/engine/engine.c)
  *   UROCE_FAULT_DIR=rx|tx|both   where faults apply (default rx)
  *   UROCE_ECN_MARK=P  receive packets as if a switch had marked them CE
  *   UROCE_DROP_NTH=K[,K...]  drop exactly the K-th packets (from 1) that

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define UROCE_STAT_MAGIC 0x74617473656f7275ull /* "urocesta" */
-#define UROCE_STAT_VERSION 8
+#define UROCE_STAT_VERSION 9
 /* Engine threads a device context may run (UROCE_ENGINES); each writes
  * its own block of counters, readers add them up. */
 #define UROCE_MAX_ENGINES 16
@@ -78,7 +78,8 @@
 	X(rx_sock_drops, "packets the kernel dropped: receive socket buffer full")    \
 	X(timer_holds, "engine turns whose retransmission timers waited for unread input") \
 	X(tail_probes, "early timeouts that resent one probe packet instead of the window") \
-	X(acks_held, "requested ACKs held over an application turn to leave with its reply")
+	X(acks_held, "requested ACKs held over an application turn to leave with its reply") \
+	X(timeouts_deferred, "local ACK timeouts not judged: the engine's own turns were too slow")
 
 struct uroce_counters {
 #define X(n, d) uint64_t n;

@@ -305,6 +305,86 @@ T_CASE(progress_settings_checked)
 	open_with("UROCE_REPLY_HOLD_US", "4us", 0);
 	open_with("UROCE_REPLY_HOLD_US", "2000000", 0);
 	open_with("UROCE_REPLY_HOLD_US", "4", 1);
+	open_with("UROCE_STALL_US", "-1", 0);
+	open_with("UROCE_STALL_US", "2000000", 0);
+	open_with("UROCE_STALL_US", "10", 1);
+}
+
+/* A loaded host (UROCE_STALL_US: every engine turn loses the CPU 20 ms)
+ * and a 4.2 ms local ACK timeout with no retry at all: an answer takes
+ * two turns, so every timeout would expire before its ACK was read, and
+ * the first SEND failed with RETRY_EXC_ERR. The engine judges no timeout
+ * shorter than three of its recent turns: every SEND completes, nothing
+ * is charged or resent. (4 processes of 8,000 QPs on 2 cores: turns of
+ * 50-110 ms against 67 ms timeouts, CI's overload case.) */
+T_CASE(timeouts_wait_for_slow_engine)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	enum { N = 10, MSG = 256 };
+
+	setenv("UROCE_STALL_US", "20000", 1);
+	o.timeout = 10;
+	o.retry_cnt = 0;
+	tv_pair_open(&p, &o);
+	tv_buf_alloc(&a, p.a.pd, MSG, TV_ACCESS_ALL);
+	tv_buf_alloc(&b, p.b.pd, MSG, TV_ACCESS_ALL);
+	for (uint64_t i = 0; i < N; i++) {
+		struct ibv_wc wc;
+
+		tv_fill(a.p, MSG, 40 + (unsigned)i);
+		T_EQ_INT(tv_post_recv1(p.b.qp, i, &b, 0, MSG), 0);
+		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_SEND, i, &a, 0, MSG, 0, 0, 0, IBV_SEND_SIGNALED), 0);
+		wc = tv_expect_wc_to(p.b.rcq, p.b.qp, i, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
+		T_EQ_INT(wc.byte_len, MSG);
+		T_PATTERN(b.p, MSG, 40 + (unsigned)i, 0);
+		tv_expect_wc_to(p.a.scq, p.a.qp, i, IBV_WC_SUCCESS, IBV_WC_SEND, 10);
+	}
+	t_log("%" PRIu64 " timeouts deferred, %" PRIu64 " charged", TV_COUNTER(timeouts_deferred),
+	      TV_COUNTER(timeouts));
+	T_GE_INT(TV_COUNTER(timeouts_deferred), N);
+	T_EQ_INT(TV_COUNTER(timeouts), 0);
+	T_EQ_INT(TV_COUNTER(retrans_pkts), 0);
+	T_EQ_INT(TV_COUNTER(retry_exceeded), 0);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+	unsetenv("UROCE_STALL_US");
+}
+
+/* The same slow engine with a peer QP that is gone: the deferral is
+ * bounded, 32 timeouts, and then retry_cnt + 1 charged ones fail the
+ * WRITE, well within a second; never a hang. */
+T_CASE(slow_engine_still_fails_dead_peer)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf lb, rb;
+	double t0, dt;
+
+	setenv("UROCE_STALL_US", "5000", 1);
+	o.timeout = 10; /* 4.2 ms */
+	o.retry_cnt = 1;
+	tv_pair_open(&p, &o);
+	tv_buf_alloc(&lb, p.a.pd, 4096, IBV_ACCESS_LOCAL_WRITE);
+	tv_buf_alloc(&rb, p.b.pd, 4096, TV_ACCESS_ALL);
+	T_EQ_INT(ibv_destroy_qp(p.b.qp), 0);
+	p.b.qp = NULL;
+	t0 = tv_now();
+	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, 1, &lb, 0, 100, (uintptr_t)rb.p, rb.mr->rkey,
+			  0, IBV_SEND_SIGNALED), 0);
+	tv_expect_wc_to(p.a.scq, p.a.qp, 1, IBV_WC_RETRY_EXC_ERR, -1, 10.0);
+	dt = tv_now() - t0;
+	t_log("RETRY_EXC_ERR after %.1f ms: %" PRIu64 " deferred, %" PRIu64 " charged", dt * 1e3,
+	      TV_COUNTER(timeouts_deferred), TV_COUNTER(timeouts));
+	T_EQ_INT(TV_COUNTER(timeouts_deferred), 32);
+	T_EQ_INT(TV_COUNTER(timeouts), 2);
+	T_ASSERTF(dt < 2.0, "took %.3f s", dt);
+	tv_buf_free(&lb);
+	tv_buf_free(&rb);
+	tv_pair_close(&p);
+	unsetenv("UROCE_STALL_US");
 }
 
 /* UROCE_PROGRESS=app: the application posts a SEND on one context, whose
