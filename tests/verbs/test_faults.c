@@ -325,6 +325,11 @@ T_CASE(timeouts_wait_for_slow_engine)
 	enum { N = 10, MSG = 256 };
 
 	setenv("UROCE_STALL_US", "20000", 1);
+	/* one engine (thread or application turns) for both QPs: its turn
+	 * that takes the SEND sends the ACK and then judges the timers, the
+	 * next reads the ACK. With QPs on two engine threads the ACK is in
+	 * before the sender's next turn, and no timeout is due at all. */
+	setenv("UROCE_ENGINES", "1", 1);
 	o.timeout = 10;
 	o.retry_cnt = 0;
 	tv_pair_open(&p, &o);
@@ -351,6 +356,7 @@ T_CASE(timeouts_wait_for_slow_engine)
 	tv_buf_free(&b);
 	tv_pair_close(&p);
 	unsetenv("UROCE_STALL_US");
+	unsetenv("UROCE_ENGINES");
 }
 
 /* The same slow engine with a peer QP that is gone: the deferral is
