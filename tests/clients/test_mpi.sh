@@ -128,6 +128,7 @@ t_dry_run() {
 	log_has dry.out "orte_launch_agent '[^']*/uroce mpirun --daemon=uroce orted'" || return 1
 	log_has dry.out "plm_rsh_agent '[^']*/uroce mpirun --agent'" || return 1
 	log_has dry.out ' -x UCX_TLS .*-np 4 --host a:2,b:2 \./prog x$' || return 1
+	log_has dry.out ' -x UCX_RNDV_SEND_NBR_THRESH ' || return 1
 	# ob1 over TCP: no uroce anywhere
 	"$UROCE" mpirun --dry-run --transport tcp -np 2 ./prog >"$CHECK_DIR/dry-tcp.out" 2>&1 || return 1
 	cat "$CHECK_DIR/dry-tcp.out"

@@ -5,7 +5,8 @@
  *     priority unless sysfs names an mlx driver), --mca btl ^openib,ofi,
  *     UCX_TLS=rc_v,self (rc_verbs with ud_verbs as its auxiliary transport;
  *     no posix/sysv/cma: UCX counts shared memory as reachable across
- *     network namespaces), UCX_UD_VERBS_RX_QUEUE_LEN_INIT=4096 (below),
+ *     network namespaces), UCX_UD_VERBS_RX_QUEUE_LEN_INIT=4096 and
+ *     UCX_RNDV_SEND_NBR_THRESH=32768 (below),
  *     and every daemon and rank under `uroce run`
  *     (the sysfs and /dev view UCX needs): mpirun itself for the ranks it
  *     starts, and orte_launch_agent "<uroce> mpirun --daemon=uroce orted"
@@ -570,6 +571,15 @@ int cmd_mpirun(int argc, char **argv)
 		 * an all-to-all wire-up of 8 ranks overflows them. */
 		if (t == T_UROCE && !getenv("UCX_UD_VERBS_RX_QUEUE_LEN_INIT"))
 			setenv("UCX_UD_VERBS_RX_QUEUE_LEN_INIT", "4096", 1);
+		/* A blocking send (pml ucx: ucp_tag_send_nbr) goes eager in
+		 * 8 KiB bcopy fragments up to UCX_RNDV_SEND_NBR_THRESH (256
+		 * KiB); on uroce each fragment is a SEND with its own turn,
+		 * completion and two copies, which a NIC hides and a software
+		 * engine cannot. Rendezvous (one READ) from 32 KiB: 2-rank
+		 * allreduce 128 KiB 243 -> 181 us, 256 KiB 470 -> 276
+		 * (docs/design.md, "MPI over UCX"). */
+		if (t == T_UROCE && !getenv("UCX_RNDV_SEND_NBR_THRESH"))
+			setenv("UCX_RNDV_SEND_NBR_THRESH", "32768", 1);
 		break;
 	case T_TCP:
 		av_add(&m, "--mca");
