@@ -1790,7 +1790,8 @@ static int hold_timers(struct uroce_engine *e)
 }
 
 /* How late this engine may be to look at anything: the longest turn of
- * late (a turn that took d is forgotten 4 d after it ended). A turn's
+ * late that did work (a turn that took d is forgotten 4 d after it
+ * ended, when a later one with work ends). A turn's
  * wall time includes the time its thread waited for a CPU, so on a host
  * with more runnable threads than cores it grows with the load; a peer
  * on the same host, and every engine forwarding between them, is as
@@ -1870,7 +1871,11 @@ static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int n
 
 		nanosleep(&st, NULL);
 	}
-	turn_lag(e, start);
+	/* a turn that found nothing to do needs no second clock read: its
+	 * length says nothing about answers waiting (and polling loops run
+	 * such turns back to back) */
+	if (work || unlikely(e->stall_ns))
+		turn_lag(e, start);
 	return work;
 }
 
