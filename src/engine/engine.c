@@ -1957,10 +1957,10 @@ void uroce_eng_polled(struct uroce_ctx *ctx)
 		atomic_store_explicit(&e->app_poll_ns, uroce_now_ns(), memory_order_relaxed);
 }
 
-int uroce_eng_app_turn(struct uroce_ctx *ctx)
+int uroce_eng_app_turn(struct uroce_ctx *ctx, int polling)
 {
 	/* application progress runs one engine per context (uroce_eng_start) */
-	return ctx->eng ? app_turn(ctx->eng, 1) : 0;
+	return ctx->eng ? app_turn(ctx->eng, polling ? 1 : 2) : 0;
 }
 
 /* A polling application's turns read the hot socket (the last one that
@@ -1998,8 +1998,12 @@ static int app_turn(struct uroce_engine *e, int rx)
 		return 0;
 	/* Only a poll parks the engine thread: a post's turn reads nothing, so
 	 * a program that posts here and polls elsewhere (or sleeps on a
-	 * channel) leaves the sockets to the engine thread. */
-	if (rx)
+	 * channel) leaves the sockets to the engine thread. Nor does the poll
+	 * of an armed CQ (rx 2): an event loop arms, drains the CQ and then
+	 * sleeps on its channel, and an engine thread parked by that drain
+	 * left arriving packets unread for up to UROCE_PARK_US (ib_send_bw -e
+	 * fell from 20 to 6 Gb/s when the park grew from 200 to 1000 us). */
+	if (rx == 1)
 		atomic_store_explicit(&e->app_poll_ns, uroce_now_ns(), memory_order_relaxed);
 	if (pthread_mutex_trylock(&e->run))
 		return 0; /* the engine (or another thread) is at work */

@@ -545,8 +545,10 @@ struct uroce_counters *uroce_eng_counters(struct uroce_engine *e);
 int uroce_eng_doorbell(struct uroce_qp *qp);
 /* UROCE_PROGRESS=app (the default): an application thread in
  * ibv_poll_cq/ibv_post_send runs the engine's turn itself when the engine
- * is idle (1 if it did); unpark: it stops polling (arms a CQ). */
-int uroce_eng_app_turn(struct uroce_ctx *ctx);
+ * is idle (1 if it did); polling 0: a poll of an armed CQ, which reads
+ * the sockets but does not park the engine thread (the program is about to
+ * sleep on its channel); unpark: it stops polling (arms a CQ). */
+int uroce_eng_app_turn(struct uroce_ctx *ctx, int polling);
 void uroce_eng_polled(struct uroce_ctx *ctx);
 /* which application thread's turn is running (they count up), 0: none */
 uint64_t uroce_eng_app_turn_id(const struct uroce_engine *e);

@@ -353,16 +353,20 @@ static int poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 {
 	struct uroce_cq *cq = to_ucq(ibcq);
 	uint32_t cons, prod, n;
-	int turn = 0;
+	int turn = 0, polling;
 
 	if (num <= 0)
 		return num < 0 ? -1 : 0;
 	/* Nothing there: if the engine is idle, do its work from here (the
-	 * packets this poll waits for may be in a socket already). */
+	 * packets this poll waits for may be in a socket already). The poll
+	 * of an armed CQ (an event loop's drain before it sleeps on its
+	 * channel) does not count as polling: the engine thread keeps
+	 * watching the sockets. */
+	polling = !atomic_load_explicit(&cq->armed, memory_order_relaxed);
 	if (atomic_load_explicit(&cq->prod, memory_order_acquire) ==
 	    atomic_load_explicit(&cq->cons, memory_order_relaxed))
-		turn = uroce_eng_app_turn(to_uctx(ibcq->context));
-	else
+		turn = uroce_eng_app_turn(to_uctx(ibcq->context), polling);
+	else if (polling)
 		uroce_eng_polled(to_uctx(ibcq->context));
 	pthread_spin_lock(&cq->poll_lock);
 	cons = atomic_load_explicit(&cq->cons, memory_order_relaxed);

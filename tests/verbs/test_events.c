@@ -358,6 +358,52 @@ T_CASE(async_fd_nonblocking_eagain)
 	T_EQ_INT(ibv_close_device(ctx), 0);
 }
 
+/* An event loop under application progress (perftest -e, iperf-like
+ * programs): arm the CQ, drain it with ibv_poll_cq, then sleep on the
+ * channel. The drain is a poll of an armed CQ, and it used to count as
+ * polling: the engine thread parked, and the packets that the program
+ * then slept for waited in the socket until the park ran out (with the
+ * 1 ms default, ib_send_bw -e 64 KiB fell from 20 to 6 Gb/s). With the
+ * park at its longest (1 s) each SEND's event must come within 200 ms:
+ * before the fix the fourth waited about 500 ms. */
+T_CASE(event_loop_drain_does_not_park_engine)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	enum { N = 20, MSG = 256 };
+
+	setenv("UROCE_PROGRESS", "app", 1);
+	setenv("UROCE_PARK_US", "1000000", 1);
+	o.channel = 1;
+	o.separate_ctx = 1;
+	tv_pair_open(&p, &o);
+	tv_buf_alloc(&a, p.a.pd, MSG, TV_ACCESS_ALL);
+	tv_buf_alloc(&b, p.b.pd, MSG, TV_ACCESS_ALL);
+	for (uint64_t i = 0; i < N; i++) {
+		struct ibv_wc wc;
+
+		T_EQ_INT(tv_post_recv1(p.b.qp, i, &b, 0, MSG), 0);
+		T_EQ_INT(ibv_req_notify_cq(p.b.rcq, 0), 0);
+		T_EQ_INT(ibv_poll_cq(p.b.rcq, 1, &wc), 0); /* the drain: empty */
+		tv_fill(a.p, MSG, 60 + (unsigned)i);
+		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_SEND, i, &a, 0, MSG, 0, 0, 0, IBV_SEND_SIGNALED), 0);
+		T_ASSERTF(fd_readable(p.b.ch->fd, 200) == 1,
+			  "SEND %" PRIu64 ": no completion event within 200 ms", i);
+		expect_event(p.b.ch, p.b.rcq);
+		T_EQ_INT(ibv_poll_cq(p.b.rcq, 1, &wc), 1);
+		T_EQ_U64(wc.wr_id, i);
+		T_EQ_INT(wc.status, IBV_WC_SUCCESS);
+		T_PATTERN(b.p, MSG, 60 + (unsigned)i, 0);
+		tv_expect_wc_to(p.a.scq, p.a.qp, i, IBV_WC_SUCCESS, IBV_WC_SEND, 10);
+	}
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+	unsetenv("UROCE_PARK_US");
+	unsetenv("UROCE_PROGRESS");
+}
+
 int main(int argc, char **argv)
 {
 	return t_run(argc, argv);
