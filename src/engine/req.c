@@ -554,6 +554,9 @@ static void fail_oldest(struct uroce_qp *qp, enum ibv_wc_status st)
 	}
 	if (w)
 		w->status = st;
+	uroce_info("QP 0x%x: send WQE %s with status %d (enum ibv_wc_status); "
+		   "the QP enters the error state",
+		   qp->qpn, w ? "fails" : "(none outstanding) fails", (int)st);
 	uroce_qp_to_error(qp);
 }
 

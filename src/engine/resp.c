@@ -258,6 +258,10 @@ void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t 
 static void nak_fatal(struct uroce_engine *e, struct uroce_qp *qp, uint8_t code,
 		      enum ibv_wc_status local)
 {
+	/* the reason stays visible: the application sees only flushes */
+	uroce_info("QP 0x%x: responder error at PSN 0x%06x (NAK code %u, receive status %d); "
+		   "the QP enters the error state",
+		   qp->qpn, qp->resp.epsn, code, (int)local);
 	send_aeth(e, qp, AETH_NAK | code, qp->resp.epsn);
 	if (qp->resp.have_rwqe) {
 		/* every receive WR completes exactly once */
@@ -811,6 +815,8 @@ static void uc_rx(struct uroce_engine *e, struct uroce_qp *qp, const struct wire
 
 			uroce_cq_push(qp->rcq, &wc, 1);
 			qp->resp.have_rwqe = 0;
+			uroce_info("QP 0x%x: receive fails with status %d (enum ibv_wc_status); "
+				   "the QP enters the error state", qp->qpn, (int)st);
 			uroce_qp_to_error(qp);
 			uroce_async_event(qp->ctx, IBV_EVENT_QP_FATAL, &qp->qpx.qp_base);
 			return;
@@ -1250,6 +1256,8 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 					/* the MR went away under the READ */
 					send_aeth(e, qp, AETH_NAK | NAK_REM_ACCESS_ERR, tp.h.psn);
 					uroce_eng_flush(e);
+					uroce_info("QP 0x%x: the MR of an RDMA READ went away; "
+						   "the QP enters the error state", qp->qpn);
 					uroce_qp_to_error(qp);
 					return;
 				}

@@ -213,6 +213,9 @@ struct cm_mc {
 struct cm_channel {
 	struct rdma_event_channel ch;  /* ch.fd: eventfd counting queued events */
 	struct cm_event *head, **tail;
+	struct cm_channel *next;       /* every live channel (cm_channel_live) */
+	int waiters;                   /* threads in rdma_get_cm_event's wait */
+	int dead;                      /* destroyed under a waiter: it frees */
 };
 
 struct cm_id {
@@ -311,6 +314,7 @@ struct cm_event *cm_event_new(struct cm_id *owner, enum rdma_cm_event_type type,
 void cm_queue(struct cm_id *id, struct cm_event *e);
 struct cm_channel *cm_channel_new(void);
 void cm_channel_free(struct cm_channel *ch);
+int cm_channel_live(const struct cm_channel *ch);
 void cm_channel_unlink(struct cm_channel *ch, struct cm_event *e);
 struct cm_conn *cm_conn_new(int fd, struct cm_id *id);
 int cm_conn_send(struct cm_conn *c, const struct cm_msg *m);

@@ -29,6 +29,8 @@ struct cm_global cm = {
 static pthread_once_t cm_once = PTHREAD_ONCE_INIT;
 static int cm_init_errno;
 static struct cm_conn *cm_conns; /* every live socket, for their deadlines */
+static struct cm_channel *cm_channels; /* every live event channel */
+static pthread_mutex_t cm_channels_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void *cm_thread(void *arg);
 
@@ -305,19 +307,52 @@ struct cm_channel *cm_channel_new(void)
 		return NULL;
 	}
 	ch->tail = &ch->head;
+	pthread_mutex_lock(&cm_channels_lock);
+	ch->next = cm_channels;
+	cm_channels = ch;
+	pthread_mutex_unlock(&cm_channels_lock);
 	return ch;
 }
 
+/* Whether CH is a channel not yet destroyed: compares pointers only, so
+ * it may be asked of a pointer already freed. */
+int cm_channel_live(const struct cm_channel *ch)
+{
+	const struct cm_channel *c;
+
+	pthread_mutex_lock(&cm_channels_lock);
+	for (c = cm_channels; c && c != ch; c = c->next)
+		;
+	pthread_mutex_unlock(&cm_channels_lock);
+	return c != NULL;
+}
+
+/* Called with the library's lock held. A thread still waiting in
+ * rdma_get_cm_event holds the memory (ch->waiters): the last one frees
+ * it on waking, the rest of it gone. */
 void cm_channel_free(struct cm_channel *ch)
 {
+	struct cm_channel **pp;
+
+	pthread_mutex_lock(&cm_channels_lock);
+	for (pp = &cm_channels; *pp && *pp != ch; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = ch->next;
+	pthread_mutex_unlock(&cm_channels_lock);
 	while (ch->head) {
 		struct cm_event *e = ch->head;
 
 		ch->head = e->next;
 		free(e);
 	}
+	ch->tail = &ch->head;
 	close(ch->ch.fd);
-	free(ch);
+	ch->ch.fd = -1;
+	if (ch->waiters)
+		ch->dead = 1;
+	else
+		free(ch);
 }
 
 /* ---- sockets ------------------------------------------------------------- */

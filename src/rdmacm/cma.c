@@ -1025,46 +1025,81 @@ CM_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 
 /* ---- events -------------------------------------------------------------- */
 
+/* A blocked read(2) of a descriptor another thread closed: it sleeps until
+ * the process ends (pause(2) is a cancellation point). */
+static void __attribute__((noreturn)) wait_forever(void)
+{
+	for (;;)
+		pause();
+}
+
 CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct cm_channel *ch;
 	struct cm_event *e;
 	struct cm_id *q;
 	uint64_t v;
+	int fd;
 
 	if (!channel || !event)
 		return fail(EINVAL);
 	ch = cm_channel_of(channel);
 again:
-	/* Wait before taking the library's lock, on a descriptor of our
-	 * own, as the kernel's blocked read(2) of a ucma descriptor holds
-	 * its file: rping's main thread (rdma-core 44) destroys the channel
-	 * right after its CM thread acknowledged the last event, and that
-	 * thread, back in here, must be waiting by then, not queued on the
-	 * lock behind main's teardown to find the descriptor closed (EBADF,
-	 * and rping's exit(-1) after a clean run: CI of 2026-12-07,
-	 * veth1500/rping). A channel gone before the call is EBADF. */
-	for (;;) {
-		struct pollfd pfd = { fcntl(channel->fd, F_DUPFD_CLOEXEC, 0), POLLIN, 0 };
-		int fl;
-
-		if (pfd.fd < 0)
-			return -1;
-		fl = fcntl(pfd.fd, F_GETFL);
-		while (!(fl & O_NONBLOCK) && poll(&pfd, 1, -1) < 0) {
-			if (errno != EINTR) {
-				close(pfd.fd);
-				return -1;
-			}
-		}
-		close(pfd.fd);
-		lock();
-		if (ch->head)
-			break;
-		unlock(); /* another thread took it */
-		if (fl & O_NONBLOCK)
-			return fail(EAGAIN);
+	/* Wait on a descriptor of our own, duplicated before taking the
+	 * library's lock, as the kernel's blocked read(2) of a ucma
+	 * descriptor holds its file: rping's main thread (rdma-core 44)
+	 * destroys the channel without joining its CM thread, right after
+	 * that thread acknowledged an event, and that thread, back in here,
+	 * must be waiting by then, not queued on the lock behind main's
+	 * teardown to find the descriptor closed (EBADF, and rping's
+	 * exit(-1) after a clean run: CI of 2026-12-07, veth1500/rping).
+	 * A channel destroyed under a waiter is the kernel's read(2) on a
+	 * file closed meanwhile: it never returns; the waiter must not touch
+	 * the freed channel when an event woke it (rping's SIGSEGV when the
+	 * peer's DISCONNECTED came during main's teardown: CI of 2026-12-07,
+	 * lo/rping). rdma_destroy_event_channel(3): "all rdma_cm_id's
+	 * associated with the event channel must be destroyed" first, so no
+	 * correct program waits there. A channel gone before the call is
+	 * EBADF. */
+	fd = fcntl(channel->fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	lock();
+	if (!cm_channel_live(ch)) {
+		unlock();
+		close(fd);
+		wait_forever();
 	}
+	while (!ch->head) {
+		struct pollfd pfd = { fd, POLLIN, 0 };
+		int err = 0;
+
+		if (fcntl(fd, F_GETFL) & O_NONBLOCK) {
+			unlock();
+			close(fd);
+			return fail(EAGAIN);
+		}
+		ch->waiters++;
+		unlock();
+		while (poll(&pfd, 1, -1) < 0 && !err)
+			if (errno != EINTR)
+				err = errno;
+		lock();
+		ch->waiters--;
+		if (ch->dead) {
+			if (!ch->waiters)
+				free(ch);
+			unlock();
+			close(fd);
+			wait_forever();
+		}
+		if (err) {
+			unlock();
+			close(fd);
+			return fail(err);
+		}
+	}
+	close(fd);
 	e = ch->head;
 	ch->head = e->next;
 	if (!ch->head)

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <sys/syscall.h>
 
 #define EV_WAIT_MS 20000
 
@@ -1315,7 +1316,7 @@ T_CASE(destroy_waits_for_ack)
 
 struct waiter_arg {
 	struct rdma_event_channel *ch;
-	atomic_int returned;
+	atomic_int returned, tid;
 };
 
 static void *wait_event(void *arg)
@@ -1323,6 +1324,7 @@ static void *wait_event(void *arg)
 	struct waiter_arg *w = arg;
 	struct rdma_cm_event *ev;
 
+	atomic_store(&w->tid, (int)syscall(SYS_gettid));
 	rdma_get_cm_event(w->ch, &ev);
 	atomic_store(&w->returned, 1);
 	return NULL;
@@ -1356,6 +1358,54 @@ T_CASE(channel_destroyed_under_waiter)
 	errno = 0;
 	T_EQ_INT(rdma_get_cm_event(gone, &ev), -1);
 	T_EQ_INT(errno, EBADF);
+}
+
+/* An event that wakes a waiter as the channel is destroyed: the waiter
+ * must not touch the freed channel. rping's client destroys its id and
+ * channel without waiting for DISCONNECTED, and the peer's one arrived
+ * then: its CM thread woke, queued on the library's lock behind the
+ * teardown and read the freed channel (SIGSEGV, CI of 2026-12-07,
+ * lo/rping). The write(2) to the eventfd stands for that event, which
+ * rdma_destroy_id then took back. Under ASan the old code is a
+ * use-after-free here. */
+/* Whether thread TID sleeps in poll(2) (/proc/PID/task/TID/syscall, proc(5)). */
+static int in_poll(int tid)
+{
+	char path[64], buf[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = 0;
+	fclose(f);
+	return atoi(buf) == SYS_poll;
+}
+
+T_CASE(event_wakes_waiter_during_destroy)
+{
+	int early = 0;
+
+	for (int i = 0; i < 100; i++) {
+		struct waiter_arg w = { .ch = rdma_create_event_channel() };
+		uint64_t one = 1;
+		pthread_t t;
+
+		T_ASSERT(w.ch != NULL);
+		T_EQ_INT(pthread_create(&t, NULL, wait_event, &w), 0);
+		for (int k = 0; k < 2000 && !(atomic_load(&w.tid) && in_poll(atomic_load(&w.tid))); k++)
+			usleep(500);
+		T_ASSERT(in_poll(atomic_load(&w.tid)));
+		T_EQ_INT(write(w.ch->fd, &one, sizeof(one)), (int)sizeof(one));
+		rdma_destroy_event_channel(w.ch);
+		tv_msleep(2);
+		early += atomic_load(&w.returned);
+		T_EQ_INT(pthread_detach(t), 0);
+	}
+	printf("  %d of 100 waiters returned\n", early);
+	T_EQ_INT(early, 0);
 }
 
 struct acker_arg {
