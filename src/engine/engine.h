@@ -165,6 +165,7 @@ struct uroce_rd_res {
 	uint64_t stage_key;
 	uint32_t end;                /* stop after this many bytes (a retried
 				      * READ superseded the rest) */
+	int dup;                     /* the re-execution of a duplicate READ */
 };
 
 struct uroce_atomic_res {

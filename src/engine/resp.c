@@ -408,6 +408,7 @@ static void queue_read(struct uroce_qp *qp, const struct wire_pkt *p)
 	r->end = p->dma_len;
 	r->sent = 0;
 	r->stage_key = ++qp->stage.next_key;
+	r->dup = 0;
 	qp->resp.rd_len++;
 }
 
@@ -725,8 +726,11 @@ static void duplicate(struct uroce_engine *e, struct uroce_qp *qp, const struct 
 		if (!remote_ok(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ, NULL))
 			return;
 		drop_superseded(qp, p->psn);
-		if (qp->resp.rd_len < ARRAY_SIZE(qp->resp.rd))
+		if (qp->resp.rd_len < ARRAY_SIZE(qp->resp.rd)) {
 			queue_read(qp, p);
+			qp->resp.rd[(qp->resp.rd_head + qp->resp.rd_len - 1) %
+				    ARRAY_SIZE(qp->resp.rd)].dup = 1;
+		}
 		/* A retried READ reaching past ePSN asks for new responses
 		 * too: those PSNs are now used (never let the requester get
 		 * ahead of ePSN). */
@@ -1252,6 +1256,26 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 						      : uroce_stage(qp, mr, r->stage_key,
 								    r->va + r->sent, len,
 								    r->end - r->sent);
+				if (!src && r->dup) {
+					/* A re-executed READ whose MR went away
+					 * meanwhile: the requester retried too
+					 * early and had the first responses after
+					 * all, completed the READ, and the peer
+					 * application (told so) deregistered
+					 * the buffer (UCX's rendezvous: the ATS
+					 * follows the READ's last response, then
+					 * the sender's buffer is freed). A
+					 * requester that still waits for these
+					 * retries again; its duplicate then
+					 * fails the R_Key check (C9-104 validates
+					 * it) and goes unanswered until its retry
+					 * count runs out. Failing the QP here
+					 * flushed a healthy connection (CI of
+					 * 2026-12-07, mpi/c-np8). */
+					qp->cnt->read_resp_abandoned++;
+					r->sent = r->end;
+					break;
+				}
 				if (!src) {
 					/* the MR went away under the READ */
 					send_aeth(e, qp, AETH_NAK | NAK_REM_ACCESS_ERR, tp.h.psn);

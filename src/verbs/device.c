@@ -180,14 +180,16 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 			   "rnr tx/rx %lu/%lu dup_req %lu dup_resp %lu implied_nak %lu icrc_err %lu "
 			   "drops malformed %lu qpn %lu state %lu tx_full %lu acks tx/rx %lu/%lu "
 			   "ecn %lu (queue %lu) cnp tx/rx %lu/%lu rate_cuts %lu pace_waits %lu "
-			   "sock_drops %lu ooo_held %lu gaps_filled %lu",
+			   "sock_drops %lu ooo_held %lu gaps_filled %lu tail_probes %lu "
+			   "rd_abandoned %lu",
 			   ctx->dev.ibname, k->tx_pkts, k->rx_pkts, k->retrans_pkts, k->timeouts,
 			   k->seq_naks_sent, k->seq_naks_rcvd, k->rnr_naks_sent, k->rnr_naks_rcvd,
 			   k->dup_requests, k->dup_responses, k->implied_naks, k->icrc_errors,
 			   k->drop_malformed, k->drop_bad_qpn, k->drop_state, k->drop_tx_full,
 			   k->acks_sent, k->acks_rcvd, k->ecn_marked, k->ecn_queue_marked,
 			   k->cnp_sent, k->cnp_handled, k->cc_rate_cuts, k->cc_pace_waits,
-			   k->rx_sock_drops, k->ooo_held, k->gap_filled);
+			   k->rx_sock_drops, k->ooo_held, k->gap_filled, k->tail_probes,
+			   k->read_resp_abandoned);
 	}
 	uroce_mr_table_fini(&ctx->mrs);
 	if (ctx->stat)

@@ -775,6 +775,51 @@ T_CASE(ghost_nak_ignored_by_requester)
 	fx_close(&f);
 }
 
+/* A duplicate READ is executed again (C9-104). If its MR is deregistered
+ * while those responses still stream, the responder abandons them and
+ * the QP stays in RTS: the requester had asked too early and completed
+ * the READ from the first responses, and its application freed the
+ * buffer (UCX's rendezvous: the sender frees after the ATS). Failing the
+ * QP flushed a healthy MPI connection (CI of 2026-12-07, mpi/c-np8). The
+ * 100 Mb/s pacing keeps the 1 MiB of responses streaming (84 ms) while
+ * the MR goes. */
+T_CASE(dup_read_mr_gone_abandoned)
+{
+	const uint32_t len = 1u << 20, npk = len / 1024;
+	struct tv_buf big;
+	struct fx f;
+	struct hpkt h;
+	uint64_t a0, d0, r0;
+
+	setenv("UROCE_CC_RATE_GBPS", "0.1", 1);
+	fx_open(&f);
+	tv_buf_alloc(&big, f.p.b.pd, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	a0 = CNT(SIDE_B, read_resp_abandoned);
+	d0 = CNT(SIDE_B, dup_requests);
+	r0 = CNT(SIDE_A, rx_pkts);
+	memset(&h, 0, sizeof(h));
+	h.opcode = OP_READ_REQ;
+	h.pkey = DEFAULT_PKEY;
+	h.dqpn = f.dqpn;
+	h.psn = psn_add(f.epsn, PSN_MASK + 1 - npk - 8); /* wholly behind ePSN */
+	h.ackreq = 1;
+	h.reth = 1;
+	h.va = (uintptr_t)big.p;
+	h.rkey = big.mr->rkey;
+	h.dma_len = len;
+	inject(&f, f.sport, &h, 0);
+	WAIT_CNT(SIDE_B, dup_requests, d0 + 1);
+	WAIT_CNT(SIDE_A, rx_pkts, r0 + 2); /* responses are streaming */
+	T_EQ_INT(ibv_dereg_mr(big.mr), 0);
+	big.mr = NULL;
+	WAIT_CNT(SIDE_B, read_resp_abandoned, a0 + 1);
+	T_EQ_INT(tv_qp_state(f.p.b.qp), IBV_QPS_RTS);
+	T_EQ_INT(tv_qp_state(f.p.a.qp), IBV_QPS_RTS);
+	fx_alive(&f, 109);
+	tv_buf_free(&big);
+	fx_close(&f);
+}
+
 /* Last of all: positive control, then a wrong rkey at the next PSN. */
 T_CASE(wrong_rkey_access_error_last)
 {
