@@ -6,6 +6,9 @@
  * tests/clients/test_capture.sh for the live cross-check on captures. */
 #include <arpa/inet.h>
 #include <zlib.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "t.h"
 #include "wire.h"
@@ -107,6 +110,44 @@ T_CASE(icrc_id_delta_matches_real_id)
 /* The per-length caches of wire_icrc_id_delta and wire_icrc_solve_id
  * (a few lengths each) give the same answers when lengths rotate through
  * more of them than they keep: a payload of every length in turn, twice. */
+#if defined(__x86_64__)
+/* XINUSE (XGETBV with ECX = 1): which state components are not in their
+ * initial configuration; bit 2 is the upper halves of YMM0-15, bit 6 of
+ * ZMM0-15 (Intel SDM vol. 1, 13.6). */
+static uint64_t xinuse(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+	return (uint64_t)hi << 32 | lo;
+}
+#endif
+
+/* The CRC leaves no dirty upper vector state behind: ISA-L's AVX-512 CRC
+ * returned with it, and every SSE instruction after it (the inlined
+ * memcpys of the send path) paid a state transition, 4-5x the cost of
+ * the CRC itself (docs/performance.md, "The CRC's dirty vector state"). */
+T_CASE(crc_leaves_vector_state_clean)
+{
+#if defined(__x86_64__)
+	static uint8_t buf[4096];
+	unsigned a, b, c, d;
+	volatile uint32_t crc;
+	uint64_t x;
+
+	if (!__get_cpuid_count(0xd, 1, &a, &b, &c, &d) || !(a & 4))
+		T_SKIP("no XGETBV with ECX = 1 on this CPU");
+	for (size_t len = 64; len <= sizeof(buf); len *= 4) {
+		crc = wire_crc32(0, buf, len);
+		x = xinuse();
+		T_ASSERTF(!(x & 0x44), "after a CRC of %zu bytes XINUSE is 0x%llx: upper YMM/ZMM "
+			  "state left dirty (crc 0x%08x)", len, (unsigned long long)x, (unsigned)crc);
+	}
+#else
+	T_SKIP("x86-64 only");
+#endif
+}
+
 T_CASE(icrc_id_caches_rotate)
 {
 	static uint8_t pkt[4200];
