@@ -315,6 +315,7 @@ void cm_queue(struct cm_id *id, struct cm_event *e);
 struct cm_channel *cm_channel_new(void);
 void cm_channel_free(struct cm_channel *ch);
 int cm_channel_live(const struct cm_channel *ch);
+int cm_channel_dup_fd(const struct cm_channel *ch);
 void cm_channel_unlink(struct cm_channel *ch, struct cm_event *e);
 struct cm_conn *cm_conn_new(int fd, struct cm_id *id);
 int cm_conn_send(struct cm_conn *c, const struct cm_msg *m);

@@ -327,6 +327,27 @@ int cm_channel_live(const struct cm_channel *ch)
 	return c != NULL;
 }
 
+/* A duplicate of a live channel's descriptor, or -1 with EBADF if CH is
+ * no channel (any more). Reads the channel only while it is listed, so
+ * a pointer already freed is never dereferenced. */
+int cm_channel_dup_fd(const struct cm_channel *ch)
+{
+	const struct cm_channel *c;
+	int fd = -1, err = EBADF;
+
+	pthread_mutex_lock(&cm_channels_lock);
+	for (c = cm_channels; c && c != ch; c = c->next)
+		;
+	if (c) {
+		fd = fcntl(c->ch.fd, F_DUPFD_CLOEXEC, 0);
+		err = errno;
+	}
+	pthread_mutex_unlock(&cm_channels_lock);
+	if (fd < 0)
+		errno = err;
+	return fd;
+}
+
 /* Called with the library's lock held. A thread still waiting in
  * rdma_get_cm_event holds the memory (ch->waiters): the last one frees
  * it on waking, the rest of it gone. */
@@ -348,7 +369,6 @@ void cm_channel_free(struct cm_channel *ch)
 	}
 	ch->tail = &ch->head;
 	close(ch->ch.fd);
-	ch->ch.fd = -1;
 	if (ch->waiters)
 		ch->dead = 1;
 	else

@@ -1060,8 +1060,9 @@ again:
 	 * lo/rping). rdma_destroy_event_channel(3): "all rdma_cm_id's
 	 * associated with the event channel must be destroyed" first, so no
 	 * correct program waits there. A channel gone before the call is
-	 * EBADF. */
-	fd = fcntl(channel->fd, F_DUPFD_CLOEXEC, 0);
+	 * EBADF; its memory is not read (the descriptor comes from the list
+	 * of live channels). */
+	fd = cm_channel_dup_fd(ch);
 	if (fd < 0)
 		return -1;
 	lock();
