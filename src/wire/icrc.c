@@ -75,19 +75,29 @@ static void icrc_prefix_v4(uint8_t out[36], const struct wire_ip4 *ip, size_t ud
 
 uint32_t wire_icrc_v4(const struct wire_ip4 *ip, const struct iovec *iov, int iovcnt)
 {
-	uint8_t pre[36], bth[BTH_LEN];
-	size_t total = 0;
+	/* The masked prefix, the BTH and the rest of the first iovec (the
+	 * extension headers) in one buffer, so that they cost one CRC call:
+	 * each call has a fixed cost of about 17 ns here, more than a 1 KiB
+	 * payload's CRC, and a packet's headers made three. */
+	uint8_t head[36 + BTH_LEN + 64];
+	size_t total = 0, ext = iov[0].iov_len - BTH_LEN, n = 36 + BTH_LEN;
+	const uint8_t *h0 = iov[0].iov_base;
 	uint32_t crc;
 
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	/* UDP length covers the header, the payload and the ICRC itself. */
-	icrc_prefix_v4(pre, ip, 8 + total + ICRC_LEN);
-	crc = wire_crc32(0, pre, sizeof(pre));
-	memcpy(bth, iov[0].iov_base, BTH_LEN);
-	bth[4] = 0xff; /* FECN, BECN, reserved: masked */
-	crc = wire_crc32(crc, bth, BTH_LEN);
-	crc = wire_crc32(crc, (const uint8_t *)iov[0].iov_base + BTH_LEN, iov[0].iov_len - BTH_LEN);
+	icrc_prefix_v4(head, ip, 8 + total + ICRC_LEN);
+	memcpy(head + 36, h0, BTH_LEN);
+	head[36 + 4] = 0xff; /* FECN, BECN, reserved: masked */
+	if (ext <= sizeof(head) - n) {
+		memcpy(head + n, h0 + BTH_LEN, ext);
+		n += ext;
+		ext = 0;
+	}
+	crc = wire_crc32(0, head, n);
+	if (ext)
+		crc = wire_crc32(crc, h0 + BTH_LEN, ext);
 	for (int i = 1; i < iovcnt; i++)
 		if (iov[i].iov_len)
 			crc = wire_crc32(crc, iov[i].iov_base, iov[i].iov_len);
