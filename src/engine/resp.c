@@ -396,7 +396,8 @@ static void complete_recv(struct uroce_qp *qp, const struct wire_pkt *p, enum ib
 	qp->resp.answer = 1;
 }
 
-static void queue_read(struct uroce_qp *qp, const struct wire_pkt *p)
+/* dup: the re-execution of a duplicate READ (C9-104) */
+static void queue_read(struct uroce_qp *qp, const struct wire_pkt *p, int dup)
 {
 	uint32_t cap = (uint32_t)ARRAY_SIZE(qp->resp.rd);
 	struct uroce_rd_res *r = &qp->resp.rd[(qp->resp.rd_head + qp->resp.rd_len) % cap];
@@ -408,7 +409,7 @@ static void queue_read(struct uroce_qp *qp, const struct wire_pkt *p)
 	r->end = p->dma_len;
 	r->sent = 0;
 	r->stage_key = ++qp->stage.next_key;
-	r->dup = 0;
+	r->dup = dup;
 	qp->resp.rd_len++;
 }
 
@@ -726,11 +727,8 @@ static void duplicate(struct uroce_engine *e, struct uroce_qp *qp, const struct 
 		if (!remote_ok(qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ, NULL))
 			return;
 		drop_superseded(qp, p->psn);
-		if (qp->resp.rd_len < ARRAY_SIZE(qp->resp.rd)) {
-			queue_read(qp, p);
-			qp->resp.rd[(qp->resp.rd_head + qp->resp.rd_len - 1) %
-				    ARRAY_SIZE(qp->resp.rd)].dup = 1;
-		}
+		if (qp->resp.rd_len < ARRAY_SIZE(qp->resp.rd))
+			queue_read(qp, p, 1);
 		/* A retried READ reaching past ePSN asks for new responses
 		 * too: those PSNs are now used (never let the requester get
 		 * ahead of ePSN). */
@@ -1088,7 +1086,7 @@ static void resp_rx1(struct uroce_engine *e, struct uroce_qp *qp, const struct w
 			nak_fatal(e, qp, NAK_INVALID_REQ, 0);
 			return;
 		}
-		queue_read(qp, p);
+		queue_read(qp, p, 0);
 		qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
 		epsn_advance(qp, npk);
 		sr_drain(e, qp);

@@ -314,17 +314,28 @@ struct cm_channel *cm_channel_new(void)
 	return ch;
 }
 
-/* Whether CH is a channel not yet destroyed: compares pointers only, so
- * it may be asked of a pointer already freed. */
+/* The list link that points at CH, or at the list's end if CH is not
+ * listed; compares pointers only, so CH may be freed. Called with
+ * cm_channels_lock held. */
+static struct cm_channel **channel_link(const struct cm_channel *ch)
+{
+	struct cm_channel **pp;
+
+	for (pp = &cm_channels; *pp && *pp != ch; pp = &(*pp)->next)
+		;
+	return pp;
+}
+
+/* Whether CH is a channel not yet destroyed (it may be asked of a
+ * pointer already freed). */
 int cm_channel_live(const struct cm_channel *ch)
 {
-	const struct cm_channel *c;
+	int live;
 
 	pthread_mutex_lock(&cm_channels_lock);
-	for (c = cm_channels; c && c != ch; c = c->next)
-		;
+	live = *channel_link(ch) != NULL;
 	pthread_mutex_unlock(&cm_channels_lock);
-	return c != NULL;
+	return live;
 }
 
 /* A duplicate of a live channel's descriptor, or -1 with EBADF if CH is
@@ -336,8 +347,7 @@ int cm_channel_dup_fd(const struct cm_channel *ch)
 	int fd = -1, err = EBADF;
 
 	pthread_mutex_lock(&cm_channels_lock);
-	for (c = cm_channels; c && c != ch; c = c->next)
-		;
+	c = *channel_link(ch);
 	if (c) {
 		fd = fcntl(c->ch.fd, F_DUPFD_CLOEXEC, 0);
 		err = errno;
@@ -356,8 +366,7 @@ void cm_channel_free(struct cm_channel *ch)
 	struct cm_channel **pp;
 
 	pthread_mutex_lock(&cm_channels_lock);
-	for (pp = &cm_channels; *pp && *pp != ch; pp = &(*pp)->next)
-		;
+	pp = channel_link(ch);
 	if (*pp)
 		*pp = ch->next;
 	pthread_mutex_unlock(&cm_channels_lock);
