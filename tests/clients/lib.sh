@@ -219,6 +219,7 @@ wait_listen() {
 # Starts the server in the background, waits until TCP PORT listens (ss -ltn
 # in the server's context), runs the client, then collects the server's exit
 # status. Both run through `uroce run` under timeout; both must exit 0.
+# PAIR_CRC and PAIR_SRC hold the two exit statuses afterwards.
 # --persistent: the server serves until killed (qperf); it must still be
 # running when the client ends, and is then stopped.
 # Output: $CHECK_DIR/server.log and $CHECK_DIR/client.log.
@@ -258,6 +259,7 @@ pair() {
 		wait_pid "$spid" 5; src=$?
 	fi
 	echo "client exit $crc$(rc_note "$crc"), server exit $src$(rc_note "$src")"
+	PAIR_CRC=$crc PAIR_SRC=$src
 	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ]
 }
 

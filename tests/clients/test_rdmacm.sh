@@ -44,14 +44,28 @@ t_ldd() {
 	fi
 }
 
+# rping_late_ebadf LOG RC: rping (rdma-core 44) exited 255 with
+# "rdma_get_cm_event: Bad file descriptor" as its last line: its CM thread
+# came back for one more event after main had destroyed the channel, a race
+# in rping itself (fixed upstream by rdma-core commit f3ae6534a, "rping:
+# terminate CM event thread before exiting"; the kernel's read(2) gives the
+# same EBADF). The run itself is judged by its data lines.
+rping_late_ebadf() {
+	[ "$2" -eq 255 ] && [ "$(tail -n 1 "$CHECK_DIR/$1")" = "rdma_get_cm_event: Bad file descriptor" ]
+}
+
 # t_rping SCTX CCTX ADDR COUNT: both sides print COUNT data lines, in order.
 t_rping() {
 	local sctx=$1 cctx=$2 addr=$3 n=$4 port i
 	have_tools rping || return 77
 	port=$(free_port) || return 1
-	pair "$sctx" "$cctx" "$port" \
+	if ! pair "$sctx" "$cctx" "$port" \
 		rping -s -a "$addr" -p "$port" -v -C "$n" -- \
-		rping -c -a "$addr" -p "$port" -v -C "$n" || return 1
+		rping -c -a "$addr" -p "$port" -v -C "$n"; then
+		{ [ "$PAIR_CRC" -eq 0 ] || rping_late_ebadf client.log "$PAIR_CRC"; } &&
+			{ [ "$PAIR_SRC" -eq 0 ] || rping_late_ebadf server.log "$PAIR_SRC"; } || return 1
+		echo "rping's own teardown race (its CM thread after the channel's destroy); judged by the data lines"
+	fi
 	for ((i = 0; i < n; i++)); do
 		log_has client.log "^ping data: rdma-ping-$i: " || return 1
 		log_has server.log "^server ping data: rdma-ping-$i: " || return 1
