@@ -393,6 +393,65 @@ T_CASE(slow_engine_still_fails_dead_peer)
 	unsetenv("UROCE_STALL_US");
 }
 
+/* A READ whose responses never reach the requester, and whose MR the
+ * responder's application deregisters meanwhile. The requester's retries
+ * are duplicates at the responder: while the MR lives they are executed
+ * again (C9-104), and once it is gone they fail the R_Key check and go
+ * unanswered (no NAK for a duplicate: the first execution was valid), so
+ * the requester runs out of retries: IBV_WC_RETRY_EXC_ERR, and the
+ * responder's QP stays in RTS. This is the end of the story of
+ * test_hostile's dup_read_mr_gone_abandoned, for a requester that really
+ * still needed the data. UROCE_DROP_NTH, set only while the requester's
+ * context opens, drops the first 16 packets it receives: the 2 responses
+ * of the READ and those of 7 re-executions, far more time than the MR's
+ * deregistration after the first duplicate needs, and fewer than the
+ * requester's 8 tries (retry_cnt 7): with the MR left alone, the READ
+ * succeeds. */
+T_CASE(read_retried_after_mr_gone_retry_exceeded)
+{
+	struct tv_opts o = tv_opts_default();
+	struct tv_info ia, ib;
+	struct tv_pair p;
+	struct tv_buf a, b;
+	uint64_t d0;
+	double t0;
+
+	memset(&p, 0, sizeof(p));
+	memset(&ia, 0, sizeof(ia));
+	memset(&ib, 0, sizeof(ib));
+	o.separate_ctx = 1;
+	p.o = o;
+	setenv("UROCE_DROP_NTH", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", 1);
+	tv_side_open(&p.a, &o, tv_open_device());
+	p.a.own_ctx = 1;
+	unsetenv("UROCE_DROP_NTH");
+	tv_side_open(&p.b, &o, NULL);
+	tv_info_of(&p.a, &ia);
+	tv_info_of(&p.b, &ib);
+	tv_connect(&p.a, &o, &ib);
+	tv_connect(&p.b, &o, &ia);
+	tv_buf_alloc(&a, p.a.pd, 4096, TV_ACCESS_ALL);
+	tv_buf_alloc(&b, p.b.pd, 4096, TV_ACCESS_ALL);
+	tv_fill(b.p, 4096, 11);
+	d0 = TV_COUNTER(dup_requests);
+	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_READ, 1, &a, 0, 2048, (uintptr_t)b.p, b.mr->rkey, 0,
+			  IBV_SEND_SIGNALED), 0);
+	t0 = tv_now();
+	while (TV_COUNTER(dup_requests) == d0 && tv_now() - t0 < 5.0)
+		tv_msleep(1);
+	T_ASSERT(TV_COUNTER(dup_requests) > d0); /* the first retry came */
+	T_EQ_INT(ibv_dereg_mr(b.mr), 0);
+	b.mr = NULL;
+	tv_expect_wc_to(p.a.scq, p.a.qp, 1, IBV_WC_RETRY_EXC_ERR, -1, 20.0);
+	t_log("RETRY_EXC_ERR after %.0f ms, %llu duplicates at the responder",
+	      (tv_now() - t0) * 1e3, (unsigned long long)(TV_COUNTER(dup_requests) - d0));
+	T_ASSERT(TV_COUNTER(dup_requests) - d0 >= 2); /* some came after the MR went */
+	T_EQ_INT(tv_qp_state(p.b.qp), IBV_QPS_RTS);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+}
+
 /* UROCE_PROGRESS=app: the application posts a SEND on one context, whose
  * engine thread sleeps with nothing to wait for, and polls only the other
  * context. The SEND's one packet is lost (UROCE_DROP_NTH: the receiving
