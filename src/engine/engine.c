@@ -246,6 +246,18 @@ static void wake(struct uroce_engine *e)
 
 static int app_turn(struct uroce_engine *e, int rx);
 
+/* Whether an application thread polled within park_max_ns before NOW. The
+ * poll may be later than NOW (read when a turn began): that is the
+ * freshest, not the oldest (unsigned, it once looked 584 years old, and
+ * an engine woken per packet stayed so while the application polled
+ * hardest). */
+static int app_polls_at(const struct uroce_engine *e, uint64_t now)
+{
+	uint64_t polled = atomic_load_explicit(&e->app_poll_ns, memory_order_relaxed);
+
+	return polled && (int64_t)(now - polled) < (int64_t)e->park_max_ns;
+}
+
 int uroce_eng_doorbell(struct uroce_qp *qp)
 {
 	struct uroce_engine *e = qp->eng;
@@ -259,6 +271,15 @@ int uroce_eng_doorbell(struct uroce_qp *qp)
 	}
 	if (app_turn(e, 0))
 		return 2; /* sent from this thread, no system call to wake anyone */
+	/* Someone holds the turn: an application thread, or the engine
+	 * thread about to park (it holds the turn until it sleeps). If an
+	 * application thread polls, its next turn takes this doorbell (the
+	 * engine thread parked meanwhile runs it itself after at most a
+	 * park when no turn came): waking the engine thread made it a
+	 * second transport thread beside the poller (ib_write_bw -q 64 on 2
+	 * cores: 2,600-4,000 such wakeups a second, docs/performance.md). */
+	if (e->app_progress && app_polls_at(e, uroce_now_ns()))
+		return 0;
 	if (atomic_load(&e->sleeping)) {
 		wake(e);
 		return 1;
@@ -2055,6 +2076,11 @@ static void dump_qps(struct uroce_engine *e)
 			  e->cnt->seq_naks_rcvd);
 }
 
+static int app_polls(const struct uroce_engine *e)
+{
+	return app_polls_at(e, e->now);
+}
+
 static void *engine_main(void *arg)
 {
 	struct uroce_engine *e = arg;
@@ -2077,15 +2103,23 @@ static void *engine_main(void *arg)
 	e->now = last_work = uroce_now_ns();
 	while (!atomic_load(&e->stop)) {
 		struct timespec ts, *tsp = &ts;
-		int work, nev, fd = e->epfd;
+		int work, nev, fd = e->epfd, yield;
 
 		work = turn_begin(e);
 		ts.tv_sec = 0;
 		ts.tv_nsec = 0;
+		/* An application thread polls: it takes the turns, so after
+		 * one of its own (a timer, a wakeup) this thread parks again
+		 * even if there was work, and leaves doorbells rung meanwhile
+		 * to the poller's next turn. Going on while posts kept coming
+		 * made it a second transport thread beside a poller that
+		 * spins anyway: on 2 cores it took the receiving engine's CPU
+		 * (ib_write_bw -q 64, docs/performance.md). */
+		yield = e->app_progress && app_polls(e);
 		if (!work && !e->active && !e->nheld && !e->rxr_resume &&
 		    e->now - last_work > e->spin_ns) {
 			tsp = NULL; /* nothing at all to wait for */
-		} else if (!work && e->now - last_work > e->spin_ns) {
+		} else if ((!work && e->now - last_work > e->spin_ns) || yield) {
 			uint64_t d = next_deadline(e);
 
 			if (d == UINT64_MAX) {
@@ -2096,19 +2130,11 @@ static void *engine_main(void *arg)
 			}
 		}
 		if (tsp != &ts || ts.tv_sec || ts.tv_nsec) {
-			uint64_t polled = atomic_load_explicit(&e->app_poll_ns, memory_order_relaxed);
-
 			/* An application thread polled lately: it reads the
 			 * sockets itself, so sleep on the eventfd alone (no
 			 * wakeup per packet), for a while that doubles as long
-			 * as it keeps polling. Timers still bound the sleep.
-			 * The poll may be later than e->now (read when this
-			 * turn began): that is the freshest, not the oldest
-			 * (unsigned, it once looked 584 years old, and an
-			 * engine woken per packet stayed so while the
-			 * application polled hardest). */
-			if (e->app_progress && polled &&
-			    (int64_t)(e->now - polled) < (int64_t)e->park_max_ns) {
+			 * as it keeps polling. Timers still bound the sleep. */
+			if (yield) {
 				uint64_t cur = tsp ? (uint64_t)ts.tv_sec * 1000000000ull +
 							     (uint64_t)ts.tv_nsec
 						   : UINT64_MAX;
@@ -2125,7 +2151,7 @@ static void *engine_main(void *arg)
 				e->park_ns = 0;
 			}
 			atomic_store(&e->sleeping, 1);
-			if (atomic_load(&e->db_head) || atomic_load(&e->cmd_pending)) {
+			if ((!yield && atomic_load(&e->db_head)) || atomic_load(&e->cmd_pending)) {
 				tsp = &ts;
 				ts.tv_sec = 0;
 				ts.tv_nsec = 0;
@@ -2139,8 +2165,32 @@ static void *engine_main(void *arg)
 					 : UINT64_MAX);
 			turn_of = NULL;
 			pthread_mutex_unlock(&e->run);
-			nev = eng_wait(fd, evs, MAX_EVENTS, tsp);
-			pthread_mutex_lock(&e->run);
+			for (;;) {
+				uint64_t turns = e->app_turns;
+
+				nev = eng_wait(fd, evs, MAX_EVENTS, tsp);
+				pthread_mutex_lock(&e->run);
+				/* Parked until a timeout, and an application
+				 * thread took turns meanwhile: those turns did
+				 * this thread's work (timers included, up to a
+				 * park late): park again rather than compete
+				 * with the poller for its sockets and QPs. A
+				 * poll that keeps finding completions takes no
+				 * turn, so then this thread runs one. */
+				if (fd != e->park_fd || nev != 0 || e->app_turns == turns ||
+				    atomic_load(&e->cmd_pending) || atomic_load(&e->stop))
+					break;
+				e->now = uroce_now_ns();
+				if (!app_polls(e))
+					break;
+				e->park_ns = MIN(e->park_ns * 2, e->park_max_ns);
+				tsp = &ts;
+				ts.tv_sec = (time_t)(e->park_ns / 1000000000ull);
+				ts.tv_nsec = (long)(e->park_ns % 1000000000ull);
+				atomic_store(&e->sleep_until, e->now + e->park_ns);
+				e->cnt->park_skips++;
+				pthread_mutex_unlock(&e->run);
+			}
 			turn_of = e;
 			atomic_store(&e->sleep_until, 0);
 			if (fd == e->park_fd && nev > 0) {

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define UROCE_STAT_MAGIC 0x74617473656f7275ull /* "urocesta" */
-#define UROCE_STAT_VERSION 10
+#define UROCE_STAT_VERSION 11
 /* Engine threads a device context may run (UROCE_ENGINES); each writes
  * its own block of counters, readers add them up. */
 #define UROCE_MAX_ENGINES 16
@@ -80,7 +80,8 @@
 	X(tail_probes, "early timeouts that resent one probe packet instead of the window") \
 	X(acks_held, "requested ACKs held over an application turn to leave with its reply") \
 	X(timeouts_deferred, "local ACK timeouts not judged: the engine's own turns were too slow") \
-	X(read_resp_abandoned, "re-executed READ responses abandoned: the MR went away meanwhile")
+	X(read_resp_abandoned, "re-executed READ responses abandoned: the MR went away meanwhile") \
+	X(park_skips, "engine thread wakeups that parked again: an application thread had taken turns")
 
 struct uroce_counters {
 #define X(n, d) uint64_t n;

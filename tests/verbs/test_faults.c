@@ -695,6 +695,79 @@ T_CASE(engines_park_while_app_polls)
 	tv_pair_close(&p);
 }
 
+struct spin_arg {
+	struct ibv_cq *cq;
+	atomic_int stop;
+};
+
+/* Polls cq without pause until told to stop (a receiver's MPI progress
+ * loop); nothing should arrive on it. */
+static void *poll_until_stop(void *arg)
+{
+	struct spin_arg *sa = arg;
+	struct ibv_wc wc;
+
+	while (!atomic_load(&sa->stop))
+		T_EQ_INT(ibv_poll_cq(sa->cq, 1, &wc), 0);
+	return NULL;
+}
+
+/* UROCE_PROGRESS=app, perftest's loop: one thread keeps 64 WRITEs in
+ * flight, posting as completions come, while another polls the target's
+ * CQ. All complete, the data is right, and the parked engine threads,
+ * woken by their park timeouts, find that the pollers took the turns and
+ * park again (counter park_skips) rather than take the transport over:
+ * an engine thread that did became a second transport thread beside a
+ * poller that spins anyway, and on 2 cores took the receiving engine's
+ * CPU (ib_write_bw -q 64, docs/performance.md). */
+T_CASE(engines_stay_parked_while_poller_posts)
+{
+	enum { N = 20000, DEPTH = 64, MSG = 4096 };
+	struct tv_opts o = tv_opts_default();
+	struct spin_arg sa;
+	struct tv_pair p;
+	struct tv_buf a, b;
+	pthread_t th;
+	long before, woke;
+	uint64_t skips;
+	int posted = 0, done = 0;
+
+	setenv("UROCE_PROGRESS", "app", 1);
+	ping_open(&p, &o, &a, &b, MSG);
+	tv_fill(a.p, MSG, 77);
+	sa.cq = p.b.rcq;
+	atomic_init(&sa.stop, 0);
+	T_EQ_INT(pthread_create(&th, NULL, poll_until_stop, &sa), 0);
+	before = engine_switches();
+	skips = TV_COUNTER(park_skips);
+	while (done < N) {
+		struct ibv_wc wc[16];
+		int n;
+
+		while (posted < N && posted - done < DEPTH) {
+			T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, (uint64_t)posted, &a, 0, MSG,
+					  (uintptr_t)b.p, b.mr->rkey, 0, IBV_SEND_SIGNALED), 0);
+			posted++;
+		}
+		n = ibv_poll_cq(p.a.scq, 16, wc);
+		T_ASSERT(n >= 0);
+		for (int i = 0; i < n; i++)
+			T_EQ_INT(wc[i].status, IBV_WC_SUCCESS);
+		done += n;
+	}
+	woke = engine_switches() - before;
+	atomic_store(&sa.stop, 1);
+	T_EQ_INT(pthread_join(th, NULL), 0);
+	T_PATTERN(b.p, MSG, 77, 0);
+	skips = TV_COUNTER(park_skips) - skips;
+	printf("  %d WRITEs: the engine threads switched %ld times, %llu parks renewed\n", N,
+	       woke, (unsigned long long)skips);
+	T_GT_INT(skips, 0);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+}
+
 struct poll_arg {
 	struct ibv_cq *cq;
 	atomic_int polling;
