@@ -103,6 +103,7 @@ struct uroce_engine {
 	unsigned hot_turns;
 	int hot_alone;               /* epoll last found at most one source ready */
 	uint64_t app_turns;
+	atomic_uint full_polls;      /* polls that found completions (no turn) */
 	_Atomic(struct uroce_qp *) db_head;
 
 	pthread_mutex_t cmd_lock;
@@ -1965,6 +1966,8 @@ uint64_t uroce_eng_app_turn_id(const struct uroce_engine *e)
 	return e->app_turn_id;
 }
 
+#define FULL_POLL_TURNS 16 /* a power of 2 */
+
 /* A poll that found completions takes no turn but is still a poll: the
  * engine thread stays parked. Without this, an engine thread that beat
  * the poller to every packet kept the CQ from ever being empty when
@@ -1974,8 +1977,16 @@ void uroce_eng_polled(struct uroce_ctx *ctx)
 {
 	struct uroce_engine *e = ctx->eng;
 
-	if (e && e->app_progress)
-		atomic_store_explicit(&e->app_poll_ns, uroce_now_ns(), memory_order_relaxed);
+	if (!e || !e->app_progress)
+		return;
+	atomic_store_explicit(&e->app_poll_ns, uroce_now_ns(), memory_order_relaxed);
+	/* Every FULL_POLL_TURNS-th such poll takes a turn all the same: a
+	 * poller that always finds completions (64 QPs' worth) would
+	 * otherwise leave the sockets, the ACKs in them and the timers to
+	 * the parked engine thread's wakeups. */
+	if ((atomic_fetch_add_explicit(&e->full_polls, 1, memory_order_relaxed) &
+	     (FULL_POLL_TURNS - 1)) == FULL_POLL_TURNS - 1)
+		app_turn(e, 3);
 }
 
 int uroce_eng_app_turn(struct uroce_ctx *ctx, int polling)
@@ -2010,6 +2021,8 @@ static int poll_sources(struct uroce_engine *e, struct epoll_event *evs)
 	return n;
 }
 
+/* rx: 0 a post's turn (sends only), 1 a poll's, 2 the poll of an armed
+ * CQ, 3 a poll that found completions (uroce_eng_polled). */
 static int app_turn(struct uroce_engine *e, int rx)
 {
 	struct epoll_event evs[MAX_EVENTS];
@@ -2029,6 +2042,10 @@ static int app_turn(struct uroce_engine *e, int rx)
 	if (pthread_mutex_trylock(&e->run))
 		return 0; /* the engine (or another thread) is at work */
 	turn_of = e;
+	if (rx == 3) {
+		e->cnt->full_poll_turns++; /* a poll that found completions */
+		rx = 1;
+	}
 	turn_begin(e);
 	/* A post's turn only sends: what arrived is read by the poller's
 	 * next turn (or the engine thread), not on the way out. */
@@ -2104,6 +2121,7 @@ static void *engine_main(void *arg)
 	while (!atomic_load(&e->stop)) {
 		struct timespec ts, *tsp = &ts;
 		int work, nev, fd = e->epfd, yield;
+		uint64_t turns;
 
 		work = turn_begin(e);
 		ts.tv_sec = 0;
@@ -2163,11 +2181,10 @@ static void *engine_main(void *arg)
 				     tsp ? e->now + (uint64_t)ts.tv_sec * 1000000000ull +
 						   (uint64_t)ts.tv_nsec
 					 : UINT64_MAX);
+			turns = e->app_turns; /* written under run */
 			turn_of = NULL;
 			pthread_mutex_unlock(&e->run);
 			for (;;) {
-				uint64_t turns = e->app_turns;
-
 				nev = eng_wait(fd, evs, MAX_EVENTS, tsp);
 				pthread_mutex_lock(&e->run);
 				/* Parked until a timeout, and an application
@@ -2189,6 +2206,7 @@ static void *engine_main(void *arg)
 				ts.tv_nsec = (long)(e->park_ns % 1000000000ull);
 				atomic_store(&e->sleep_until, e->now + e->park_ns);
 				e->cnt->park_skips++;
+				turns = e->app_turns;
 				pthread_mutex_unlock(&e->run);
 			}
 			turn_of = e;

@@ -81,7 +81,8 @@
 	X(acks_held, "requested ACKs held over an application turn to leave with its reply") \
 	X(timeouts_deferred, "local ACK timeouts not judged: the engine's own turns were too slow") \
 	X(read_resp_abandoned, "re-executed READ responses abandoned: the MR went away meanwhile") \
-	X(park_skips, "engine thread wakeups that parked again: an application thread had taken turns")
+	X(park_skips, "engine thread wakeups that parked again: an application thread had taken turns") \
+	X(full_poll_turns, "turns taken by polls that found completions (every 16th such poll)")
 
 struct uroce_counters {
 #define X(n, d) uint64_t n;

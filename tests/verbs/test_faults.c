@@ -676,6 +676,12 @@ T_CASE(engines_park_while_app_polls)
 	long before, woke;
 
 	setenv("UROCE_PROGRESS", "app", 1);
+	/* A poller descheduled longer than a park is not polling: on a
+	 * loaded 2-core machine that happens every few milliseconds (CI of
+	 * 2026-12-07: 7,567 switches, and 5,000-15,000 with two busy loops
+	 * beside any build), so the park here is long enough to tell
+	 * per-packet wakeups from a busy host. */
+	setenv("UROCE_PARK_US", "100000", 1);
 	ping_open(&p, &o, &a, &b, 64);
 	for (uint64_t i = 0; i < 128; i++)
 		T_EQ_INT(tv_post_recv1(p.b.qp, i, &b, 0, 64), 0);
@@ -763,6 +769,49 @@ T_CASE(engines_stay_parked_while_poller_posts)
 	printf("  %d WRITEs: the engine threads switched %ld times, %llu parks renewed\n", N,
 	       woke, (unsigned long long)skips);
 	T_GT_INT(skips, 0);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+}
+
+/* UROCE_PROGRESS=app: a poll that finds completions takes no turn, but
+ * every 16th one does, so that a poller that always finds some (many
+ * QPs' worth) still reads the sockets and runs the timers itself instead
+ * of leaving them to the parked engine thread's wakeups. 160 SENDs
+ * arrive before B polls at all; then 160 polls of one completion each,
+ * every one finding the CQ non-empty: about 10 of them took a turn
+ * (counter full_poll_turns). */
+T_CASE(full_polls_take_every_16th_turn)
+{
+	enum { N = 160, MSG = 64 };
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	uint64_t t0;
+
+	setenv("UROCE_PROGRESS", "app", 1);
+	ping_open(&p, &o, &a, &b, MSG);
+	tv_fill(a.p, MSG, 5);
+	for (uint64_t i = 0; i < N; i++)
+		T_EQ_INT(tv_post_recv1(p.b.qp, i, &b, 0, MSG), 0);
+	for (uint64_t i = 0; i < N; i++)
+		T_EQ_INT(tv_post1(p.a.qp, IBV_WR_SEND, i, &a, 0, MSG, 0, 0, 0, IBV_SEND_SIGNALED), 0);
+	for (uint64_t i = 0; i < N; i++)
+		tv_expect_wc(p.a.scq, p.a.qp, i, IBV_WC_SUCCESS, IBV_WC_SEND);
+	/* every SEND was ACKed, and B completes a receive before it ACKs
+	 * it: all N receive completions are queued */
+	t0 = TV_COUNTER(full_poll_turns);
+	for (uint64_t i = 0; i < N; i++) {
+		struct ibv_wc wc;
+
+		T_EQ_INT(ibv_poll_cq(p.b.rcq, 1, &wc), 1);
+		T_EQ_INT(wc.status, IBV_WC_SUCCESS);
+		T_EQ_U64(wc.wr_id, i);
+	}
+	t0 = TV_COUNTER(full_poll_turns) - t0;
+	printf("  %d polls that found completions took %llu turns\n", N, (unsigned long long)t0);
+	T_GE_INT(t0, N / 16 - 1);
+	T_LE_INT(t0, N / 16 + 1);
 	tv_buf_free(&a);
 	tv_buf_free(&b);
 	tv_pair_close(&p);
