@@ -2206,6 +2206,11 @@ static void *engine_main(void *arg)
 				ts.tv_nsec = (long)(e->park_ns % 1000000000ull);
 				atomic_store(&e->sleep_until, e->now + e->park_ns);
 				e->cnt->park_skips++;
+				if (unlikely(uroce__log_level >= UROCE_LOG_DEBUG) &&
+				    e->now - last_dump > 200000000ull) {
+					last_dump = e->now;
+					dump_qps(e);
+				}
 				turns = e->app_turns;
 				pthread_mutex_unlock(&e->run);
 			}

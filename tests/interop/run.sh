@@ -133,6 +133,7 @@ ipair() {
 	shift
 	ccmd=("$@")
 	local crc src d=$CHECK_DIR
+	IPAIR_CRC=0 IPAIR_SRC=0 # the two exit statuses, once both ran
 	if [ "$srv" = rxe ]; then
 		echo "server [rxe guest]: ${scmd[*]}"
 		echo "client [uroce $RXE_NS]: ${ccmd[*]}"
@@ -161,6 +162,7 @@ ipair() {
 		src=$?
 	fi
 	echo "client exit $crc$(rc_note "$crc"), server exit $src$(rc_note "$src")"
+	IPAIR_CRC=$crc IPAIR_SRC=$src
 	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ]
 }
 
@@ -244,7 +246,20 @@ t_tool() {
 	local -a g=("$tool" -d rxe0 "$gopt" "$G" -p "$port" "$@") h=("$tool" "$gopt" 0 -p "$port" "$@")
 	if [ "$srv" = rxe ]; then
 		ipair rxe "$port" "${g[@]}" -- "${h[@]}" "$RXE_PEER_IP" || return 1
-	else
+	elif ! ipair uroce "$port" "${h[@]}" -- "${g[@]}" "$RXE_HOST_IP"; then
+		# rxe as the sender of ib_send_bw stalls now and then: it stops
+		# mid-message and never sends or resends again, though uroce
+		# received every packet it sent, in order, and owes no ACK (1 run
+		# in 40-90 here, with builds before and after 2026-12-07;
+		# docs/testing.md). Both sides then time out; that case runs
+		# once more, the first logs kept.
+		[ "$tool" = ib_send_bw ] && [ "$IPAIR_CRC" -eq 124 ] && [ "$IPAIR_SRC" -eq 124 ] ||
+			return 1
+		mkdir -p "$CHECK_DIR/first" && mv "$CHECK_DIR/server.log" "$CHECK_DIR/client.log" "$CHECK_DIR/first/"
+		echo "both sides timed out: rxe's known ib_send_bw stall; once more (first logs in first/)"
+		port=$(free_port) || return 1
+		h=("$tool" "$gopt" 0 -p "$port" "$@")
+		g=("$tool" -d rxe0 "$gopt" "$G" -p "$port" "$@")
 		ipair uroce "$port" "${h[@]}" -- "${g[@]}" "$RXE_HOST_IP" || return 1
 	fi
 	if [ "$tool" = ibv_rc_pingpong ]; then
