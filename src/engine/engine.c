@@ -103,6 +103,7 @@ struct uroce_engine {
 	unsigned hot_turns;
 	int hot_alone;               /* epoll last found at most one source ready */
 	uint64_t app_turns;
+	uint64_t last_dump;          /* UROCE_LOG=debug: the last QP dump */
 	atomic_uint full_polls;      /* polls that found completions (no turn) */
 	_Atomic(struct uroce_qp *) db_head;
 
@@ -246,6 +247,13 @@ static void wake(struct uroce_engine *e)
 }
 
 static int app_turn(struct uroce_engine *e, int rx);
+
+static struct timespec ts_of_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+
+	return ts;
+}
 
 /* Whether an application thread polled within park_max_ns before NOW. The
  * poll may be later than NOW (read when a turn began): that is the
@@ -1888,8 +1896,7 @@ static int turn_end(struct uroce_engine *e, const struct epoll_event *evs, int n
 	}
 	uroce_eng_flush(e);
 	if (unlikely(e->stall_ns)) {
-		struct timespec st = { (time_t)(e->stall_ns / 1000000000ull),
-				       (long)(e->stall_ns % 1000000000ull) };
+		struct timespec st = ts_of_ns(e->stall_ns);
 
 		nanosleep(&st, NULL);
 	}
@@ -2098,11 +2105,58 @@ static int app_polls(const struct uroce_engine *e)
 	return app_polls_at(e, e->now);
 }
 
+/* UROCE_LOG=debug: the busy QPs, every 200 ms of the engine thread's life. */
+static void dump_due(struct uroce_engine *e)
+{
+	if (unlikely(uroce__log_level >= UROCE_LOG_DEBUG) && e->now - e->last_dump > 200000000ull) {
+		e->last_dump = e->now;
+		dump_qps(e);
+	}
+}
+
+/* The engine thread sleeps on FD until TSP (NULL: an event) with run
+ * released. Parked until a timeout, and an application thread took turns
+ * meanwhile: those turns did this thread's work (timers included, up to a
+ * park late), so it parks again rather than compete with the poller for
+ * its sockets and QPs (counter park_skips). A poll that keeps finding
+ * completions takes no turn, so then this thread runs one. Returns with
+ * run held, as epoll_wait. */
+static int park_wait(struct uroce_engine *e, int fd, struct epoll_event *evs,
+		     struct timespec *tsp)
+{
+	uint64_t turns = e->app_turns; /* written under run */
+	struct timespec ts;
+	int nev;
+
+	turn_of = NULL;
+	pthread_mutex_unlock(&e->run);
+	for (;;) {
+		nev = eng_wait(fd, evs, MAX_EVENTS, tsp);
+		pthread_mutex_lock(&e->run);
+		if (fd != e->park_fd || nev != 0 || e->app_turns == turns ||
+		    atomic_load(&e->cmd_pending) || atomic_load(&e->stop))
+			break;
+		e->now = uroce_now_ns();
+		if (!app_polls(e))
+			break;
+		e->park_ns = MIN(e->park_ns * 2, e->park_max_ns);
+		ts = ts_of_ns(e->park_ns);
+		tsp = &ts;
+		atomic_store(&e->sleep_until, e->now + e->park_ns);
+		e->cnt->park_skips++;
+		dump_due(e);
+		turns = e->app_turns;
+		pthread_mutex_unlock(&e->run);
+	}
+	turn_of = e;
+	return nev;
+}
+
 static void *engine_main(void *arg)
 {
 	struct uroce_engine *e = arg;
 	struct epoll_event evs[MAX_EVENTS];
-	uint64_t last_work, last_dump = 0;
+	uint64_t last_work;
 	sigset_t all;
 
 	sigfillset(&all);
@@ -2121,7 +2175,6 @@ static void *engine_main(void *arg)
 	while (!atomic_load(&e->stop)) {
 		struct timespec ts, *tsp = &ts;
 		int work, nev, fd = e->epfd, yield;
-		uint64_t turns;
 
 		work = turn_begin(e);
 		ts.tv_sec = 0;
@@ -2143,8 +2196,7 @@ static void *engine_main(void *arg)
 			if (d == UINT64_MAX) {
 				tsp = NULL;
 			} else if (d > e->now) {
-				ts.tv_sec = (time_t)((d - e->now) / 1000000000ull);
-				ts.tv_nsec = (long)((d - e->now) % 1000000000ull);
+				ts = ts_of_ns(d - e->now);
 			}
 		}
 		if (tsp != &ts || ts.tv_sec || ts.tv_nsec) {
@@ -2161,8 +2213,7 @@ static void *engine_main(void *arg)
 							: e->park_max_ns / 16;
 				if (cur > e->park_ns) {
 					tsp = &ts;
-					ts.tv_sec = (time_t)(e->park_ns / 1000000000ull);
-					ts.tv_nsec = (long)(e->park_ns % 1000000000ull);
+					ts = ts_of_ns(e->park_ns);
 				}
 				fd = e->park_fd;
 			} else {
@@ -2181,40 +2232,7 @@ static void *engine_main(void *arg)
 				     tsp ? e->now + (uint64_t)ts.tv_sec * 1000000000ull +
 						   (uint64_t)ts.tv_nsec
 					 : UINT64_MAX);
-			turns = e->app_turns; /* written under run */
-			turn_of = NULL;
-			pthread_mutex_unlock(&e->run);
-			for (;;) {
-				nev = eng_wait(fd, evs, MAX_EVENTS, tsp);
-				pthread_mutex_lock(&e->run);
-				/* Parked until a timeout, and an application
-				 * thread took turns meanwhile: those turns did
-				 * this thread's work (timers included, up to a
-				 * park late): park again rather than compete
-				 * with the poller for its sockets and QPs. A
-				 * poll that keeps finding completions takes no
-				 * turn, so then this thread runs one. */
-				if (fd != e->park_fd || nev != 0 || e->app_turns == turns ||
-				    atomic_load(&e->cmd_pending) || atomic_load(&e->stop))
-					break;
-				e->now = uroce_now_ns();
-				if (!app_polls(e))
-					break;
-				e->park_ns = MIN(e->park_ns * 2, e->park_max_ns);
-				tsp = &ts;
-				ts.tv_sec = (time_t)(e->park_ns / 1000000000ull);
-				ts.tv_nsec = (long)(e->park_ns % 1000000000ull);
-				atomic_store(&e->sleep_until, e->now + e->park_ns);
-				e->cnt->park_skips++;
-				if (unlikely(uroce__log_level >= UROCE_LOG_DEBUG) &&
-				    e->now - last_dump > 200000000ull) {
-					last_dump = e->now;
-					dump_qps(e);
-				}
-				turns = e->app_turns;
-				pthread_mutex_unlock(&e->run);
-			}
-			turn_of = e;
+			nev = park_wait(e, fd, evs, tsp);
 			atomic_store(&e->sleep_until, 0);
 			if (fd == e->park_fd && nev > 0) {
 				/* woken on the eventfd (a command, a doorbell,
@@ -2232,10 +2250,7 @@ static void *engine_main(void *arg)
 		work |= turn_end(e, evs, nev > 0 ? nev : 0, 1);
 		if (work)
 			last_work = e->now;
-		if (unlikely(uroce__log_level >= UROCE_LOG_DEBUG) && e->now - last_dump > 200000000ull) {
-			last_dump = e->now;
-			dump_qps(e);
-		}
+		dump_due(e);
 	}
 	turn_of = NULL;
 	pthread_mutex_unlock(&e->run);
