@@ -126,7 +126,11 @@ enum swqe_flags {
 	SWQE_INLINE = 1 << 2,
 	SWQE_FENCE = 1 << 3,
 	SWQE_ASSIGNED = 1 << 4,      /* has its PSN range */
+	SWQE_KEYED = 1 << 5,         /* stage_key given early (a prefetch) */
 };
+
+/* Pinned buffers a QP gathers GPU placements in, at most (UROCE_GPU_RXBUFS). */
+#define UROCE_RXS_MAX 8
 
 struct uroce_swqe {
 	uint64_t wr_id;
@@ -252,17 +256,19 @@ struct uroce_qp {
 	} stage;
 	/* Staging for placements into CUDA memory: contiguous payloads are
 	 * gathered in pinned memory and copied to the GPU asynchronously,
-	 * one buffer filling while the other is copied; nothing (ACK, CQE,
-	 * READ) reveals them as done before their copy completed. */
+	 * one buffer filling while the others are copied (a ring of n,
+	 * UROCE_GPU_RXBUFS); nothing (ACK, CQE, READ) reveals them as done
+	 * before their copy completed. */
 	struct {
-		uint8_t *buf[2];
+		uint8_t *buf[UROCE_RXS_MAX];
 		size_t cap, len;            /* len: bytes gathered in buf[cur] */
-		int pinned[2];
-		int cur;
+		int pinned[UROCE_RXS_MAX];
+		int cur, n;                 /* n: buffers in the ring, 0 until chosen */
+		int inflight;               /* copies in flight (busy[] set) */
 		const struct uroce_mr *mr;
 		uint64_t va;
-		void *ev[2];
-		int busy[2];                /* buf[i]'s copy to the GPU is in flight */
+		void *ev[UROCE_RXS_MAX];
+		int busy[UROCE_RXS_MAX];    /* buf[i]'s copy to the GPU is in flight */
 	} rxs;
 	void *cu_stream, *cu_ctx;    /* the QP's copy stream and its CUDA context */
 
@@ -610,6 +616,9 @@ void uroce_eng_forget_mr(struct uroce_engine *e, const struct uroce_mr *mr);
 /* Every QP of the engine (engine thread). */
 struct uroce_qp *uroce_eng_all_qps(struct uroce_engine *e);
 void uroce_stage_forget(struct uroce_qp *qp, const struct uroce_mr *mr);
+/* The next WQE's first window is copied ahead (engine thread). */
+void uroce_stage_ahead(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t key, uint64_t va,
+		       size_t len);
 /* Copies a packet's pieces into the stage as one run (qp.c). */
 uint8_t *uroce_stage_linear(struct uroce_qp *qp, const struct uroce_mr *cudamr, size_t len);
 void uroce_stage_free(struct uroce_qp *qp);
@@ -628,7 +637,7 @@ int uroce_place_kick(struct uroce_qp *qp);
 int uroce_place_pending(struct uroce_qp *qp);
 static inline int uroce_place_dirty(const struct uroce_qp *qp)
 {
-	return qp->rxs.len || qp->rxs.busy[0] || qp->rxs.busy[1];
+	return qp->rxs.len || qp->rxs.inflight;
 }
 
 /* qp.c: state changes, completions and flushes (engine thread). */

@@ -6,6 +6,7 @@
 #define STAGE_CAP (1u << 20) /* staging window, bytes */
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -310,6 +311,19 @@ void uroce_qp_disconnect(struct uroce_qp *qp)
 	uroce_eng_unbind_qp(qp->eng, qp);
 }
 
+/* Buffers in the QP's placement ring: UROCE_GPU_RXBUFS, 2..UROCE_RXS_MAX
+ * (default 2: one filling, one being copied). */
+static int rxs_count(struct uroce_qp *qp)
+{
+	if (!qp->rxs.n) {
+		const char *v = getenv("UROCE_GPU_RXBUFS");
+		int n = v ? atoi(v) : 2;
+
+		qp->rxs.n = MIN(MAX(n, 2), UROCE_RXS_MAX);
+	}
+	return qp->rxs.n;
+}
+
 /* The QP's copy stream, in the context of mr; NULL: copy synchronously
  * (no asynchronous API, another GPU's context, or UROCE_CUDA_ASYNC=0). */
 static void *stream_for(struct uroce_qp *qp, const struct uroce_mr *mr)
@@ -318,10 +332,11 @@ static void *stream_for(struct uroce_qp *qp, const struct uroce_mr *mr)
 		qp->cu_ctx = mr->cuctx;
 		qp->cu_stream = uroce_cuda_stream_new(mr->cuctx);
 		if (qp->cu_stream) {
-			qp->stage.pf_ev = uroce_cuda_event_new(mr->cuctx);
-			qp->rxs.ev[0] = uroce_cuda_event_new(mr->cuctx);
-			qp->rxs.ev[1] = uroce_cuda_event_new(mr->cuctx);
-			if (!qp->stage.pf_ev || !qp->rxs.ev[0] || !qp->rxs.ev[1]) {
+			int ok = !!(qp->stage.pf_ev = uroce_cuda_event_new(mr->cuctx));
+
+			for (int i = 0; i < rxs_count(qp); i++)
+				ok &= !!(qp->rxs.ev[i] = uroce_cuda_event_new(mr->cuctx));
+			if (!ok) {
 				uroce_cuda_stream_free(mr->cuctx, qp->cu_stream);
 				qp->cu_stream = NULL;
 			}
@@ -330,7 +345,7 @@ static void *stream_for(struct uroce_qp *qp, const struct uroce_mr *mr)
 	return qp->cu_ctx == mr->cuctx ? qp->cu_stream : NULL;
 }
 
-static int bufs_alloc(uint8_t **buf, int *pinned, size_t *cap, const struct uroce_mr *mr);
+static int bufs_alloc(uint8_t **buf, int *pinned, int n, size_t *cap, const struct uroce_mr *mr);
 
 /* Gets a QP's CUDA resources (copy stream, events, pinned staging buffers)
  * ready ahead of traffic, in CUDA context cuctx (engine thread). A
@@ -349,20 +364,25 @@ void uroce_qp_cuda_prepare(struct uroce_qp *qp, void *cuctx)
 	memset(&m, 0, sizeof(m));
 	m.cuctx = cuctx;
 	stream_for(qp, &m);
-	bufs_alloc(qp->stage.buf, qp->stage.pinned, &qp->stage.cap, &m);
-	bufs_alloc(qp->rxs.buf, qp->rxs.pinned, &qp->rxs.cap, &m);
+	bufs_alloc(qp->stage.buf, qp->stage.pinned, 2, &qp->stage.cap, &m);
+	bufs_alloc(qp->rxs.buf, qp->rxs.pinned, rxs_count(qp), &qp->rxs.cap, &m);
 }
 
-static int bufs_alloc(uint8_t **buf, int *pinned, size_t *cap, const struct uroce_mr *mr)
+/* n pinned buffers of STAGE_CAP, all or none. */
+static int bufs_alloc(uint8_t **buf, int *pinned, int n, size_t *cap, const struct uroce_mr *mr)
 {
+	int i;
+
 	if (buf[0])
 		return 0;
-	buf[0] = uroce_cuda_host_alloc(mr->cuctx, STAGE_CAP, &pinned[0]);
-	buf[1] = buf[0] ? uroce_cuda_host_alloc(mr->cuctx, STAGE_CAP, &pinned[1]) : NULL;
-	if (!buf[1]) {
-		if (buf[0])
-			uroce_cuda_host_free(buf[0], pinned[0]);
-		buf[0] = NULL;
+	for (i = 0; i < n; i++)
+		if (!(buf[i] = uroce_cuda_host_alloc(mr->cuctx, STAGE_CAP, &pinned[i])))
+			break;
+	if (i < n) {
+		while (i-- > 0) {
+			uroce_cuda_host_free(buf[i], pinned[i]);
+			buf[i] = NULL;
+		}
 		*cap = 0;
 		return -1;
 	}
@@ -372,13 +392,38 @@ static int bufs_alloc(uint8_t **buf, int *pinned, size_t *cap, const struct uroc
 
 /* ---- placements into GPU memory ---- */
 
+/* Waits for a copy on the QP's stream; the time the engine thread spent
+ * blocked is counted (gpu_wait_ns). */
+static int ev_wait(struct uroce_qp *qp, void *ev)
+{
+	uint64_t t0 = uroce_now_ns();
+	int r = uroce_cuda_event_wait(qp->cu_ctx, ev);
+
+	qp->cnt->gpu_wait_ns += uroce_now_ns() - t0;
+	return r;
+}
+
+/* A synchronous copy between GPU memory and host memory (dir 0: from the
+ * GPU, 1: to it), counted as the engine's waiting time. */
+static int sync_copy(struct uroce_qp *qp, const struct uroce_mr *mr, int dir, uint64_t va,
+		     void *host, size_t len)
+{
+	uint64_t t0 = uroce_now_ns();
+	int r = dir ? uroce_mr_write(mr, va, host, len) : uroce_mr_read(mr, va, host, len);
+
+	if (mr->kind != UROCE_MEM_HOST)
+		qp->cnt->gpu_wait_ns += uroce_now_ns() - t0;
+	return r;
+}
+
 /* Waits for buf[i]'s copy. */
 static int rxs_wait(struct uroce_qp *qp, int i)
 {
 	if (!qp->rxs.busy[i])
 		return 0;
 	qp->rxs.busy[i] = 0;
-	return uroce_cuda_event_wait(qp->cu_ctx, qp->rxs.ev[i]);
+	qp->rxs.inflight--;
+	return ev_wait(qp, qp->rxs.ev[i]);
 }
 
 int uroce_place_kick(struct uroce_qp *qp)
@@ -389,16 +434,19 @@ int uroce_place_kick(struct uroce_qp *qp)
 	if (!qp->rxs.len || !qp->rxs.mr)
 		return 0;
 	st = stream_for(qp, qp->rxs.mr);
+	qp->cnt->gpu_place_copies++;
+	qp->cnt->gpu_place_bytes += qp->rxs.len;
 	if (!st) {
-		r = uroce_mr_write(qp->rxs.mr, qp->rxs.va, qp->rxs.buf[i], qp->rxs.len);
+		r = sync_copy(qp, qp->rxs.mr, 1, qp->rxs.va, qp->rxs.buf[i], qp->rxs.len);
 	} else if (!(r = uroce_cuda_copy_async(qp->cu_ctx, st, 1, qp->rxs.buf[i],
 					       qp->rxs.mr->dev + (qp->rxs.va - qp->rxs.mr->iova),
 					       qp->rxs.len)) &&
 		   !(r = uroce_cuda_event_record(qp->cu_ctx, qp->rxs.ev[i], st))) {
 		qp->rxs.busy[i] = 1;
-		/* fill the other buffer next, once its copy is done */
-		qp->rxs.cur = i ^ 1;
-		r = rxs_wait(qp, i ^ 1);
+		qp->rxs.inflight++;
+		/* fill the next buffer of the ring, once its copy is done */
+		qp->rxs.cur = (i + 1) % rxs_count(qp);
+		r = rxs_wait(qp, qp->rxs.cur);
 	}
 	qp->rxs.len = 0;
 	qp->rxs.mr = NULL;
@@ -409,13 +457,15 @@ int uroce_place_pending(struct uroce_qp *qp)
 {
 	int pending = 0;
 
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < qp->rxs.n && qp->rxs.inflight; i++) {
 		if (!qp->rxs.busy[i])
 			continue;
-		if (uroce_cuda_event_done(qp->cu_ctx, qp->rxs.ev[i]) != 0)
+		if (uroce_cuda_event_done(qp->cu_ctx, qp->rxs.ev[i]) != 0) {
 			qp->rxs.busy[i] = 0; /* done (an error shows in the flush) */
-		else
+			qp->rxs.inflight--;
+		} else {
 			pending = 1;
+		}
 	}
 	return pending;
 }
@@ -424,10 +474,9 @@ int uroce_place_flush(struct uroce_qp *qp)
 {
 	int r = uroce_place_kick(qp);
 
-	if (rxs_wait(qp, 0))
-		r = -1;
-	if (rxs_wait(qp, 1))
-		r = -1;
+	for (int i = 0; i < qp->rxs.n; i++)
+		if (rxs_wait(qp, i))
+			r = -1;
 	return r;
 }
 
@@ -444,9 +493,12 @@ int uroce_place(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t va, con
 	}
 	if (uroce_place_kick(qp))
 		return -1;
-	if (bufs_alloc(qp->rxs.buf, qp->rxs.pinned, &qp->rxs.cap, mr) || len > qp->rxs.cap) {
+	if (bufs_alloc(qp->rxs.buf, qp->rxs.pinned, rxs_count(qp), &qp->rxs.cap, mr) ||
+	    len > qp->rxs.cap) {
 		/* no staging: the slow way, after what is in flight */
-		return uroce_place_flush(qp) ? -1 : uroce_mr_write(mr, va, src, len);
+		qp->cnt->gpu_place_copies++;
+		qp->cnt->gpu_place_bytes += len;
+		return uroce_place_flush(qp) ? -1 : sync_copy(qp, mr, 1, va, (void *)src, len);
 	}
 	memcpy(qp->rxs.buf[qp->rxs.cur], src, len);
 	qp->rxs.mr = mr;
@@ -463,36 +515,67 @@ static int pf_drop(struct uroce_qp *qp)
 	int r = 0;
 
 	if (qp->stage.pf_mr)
-		r = uroce_cuda_event_wait(qp->cu_ctx, qp->stage.pf_ev);
+		r = ev_wait(qp, qp->stage.pf_ev);
 	qp->stage.pf_mr = NULL;
 	return r;
+}
+
+/* Starts copying [va, end) of mr (as much as a window holds) into the
+ * other buffer, for the send of WQE or READ key: the next window of the
+ * message being sent, or the first of the next WQE (uroce_stage_ahead). */
+static void pf_copy(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t key, uint64_t va,
+		    uint64_t end)
+{
+	void *st;
+
+	if (qp->stage.pf_mr || !mr || end <= va || !qp->stage.cap || !(st = stream_for(qp, mr)))
+		return;
+	if (va < mr->iova || va >= mr->iova + mr->length)
+		return;
+	/* packets still queued may point into the other buffer */
+	uroce_eng_flush(qp->eng);
+	qp->stage.pf_len = MIN((size_t)(end - va), qp->stage.cap);
+	qp->stage.pf_len = MIN(qp->stage.pf_len, (size_t)(mr->iova + mr->length - va));
+	qp->cnt->gpu_stage_copies++;
+	qp->cnt->gpu_stage_bytes += qp->stage.pf_len;
+	if (uroce_cuda_copy_async(qp->cu_ctx, st, 0, qp->stage.buf[qp->stage.cur ^ 1],
+				  mr->dev + (va - mr->iova), qp->stage.pf_len) ||
+	    uroce_cuda_event_record(qp->cu_ctx, qp->stage.pf_ev, st)) {
+		ev_wait(qp, qp->stage.pf_ev);
+		return;
+	}
+	qp->stage.pf_mr = mr;
+	qp->stage.pf_key = key;
+	qp->stage.pf_va = va;
 }
 
 /* Starts copying the window after the current one into the other buffer,
  * if the message goes on there (end: the first address after it). */
 static void pf_start(struct uroce_qp *qp, uint64_t end)
 {
-	uint64_t va = qp->stage.va + qp->stage.len;
-	const struct uroce_mr *mr = qp->stage.mr;
-	void *st;
+	pf_copy(qp, qp->stage.mr, qp->stage.key, qp->stage.va + qp->stage.len, end);
+}
 
-	if (qp->stage.pf_mr || !mr || end <= va || !(st = stream_for(qp, mr)))
-		return;
-	/* packets still queued may point into the other buffer */
-	uroce_eng_flush(qp->eng);
-	if (va >= mr->iova + mr->length)
-		return;
-	qp->stage.pf_len = MIN((size_t)(end - va), qp->stage.cap);
-	qp->stage.pf_len = MIN(qp->stage.pf_len, (size_t)(mr->iova + mr->length - va));
-	if (uroce_cuda_copy_async(qp->cu_ctx, st, 0, qp->stage.buf[qp->stage.cur ^ 1],
-				  mr->dev + (va - mr->iova), qp->stage.pf_len) ||
-	    uroce_cuda_event_record(qp->cu_ctx, qp->stage.pf_ev, st)) {
-		uroce_cuda_event_wait(qp->cu_ctx, qp->stage.pf_ev);
-		return;
+/* The WQE after the one being sent will send [va, va + len) of mr: while
+ * the current window is served and no copy is in flight, its first window
+ * is copied ahead into the other buffer. A NIC may read a posted WQE's
+ * buffer at any time before its completion (ibv_post_send(3): the buffer
+ * must not change until then), so reading it early is allowed. */
+void uroce_stage_ahead(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t key, uint64_t va,
+		       size_t len)
+{
+	static _Atomic int on = -1; /* UROCE_GPU_AHEAD=0: off (for comparisons) */
+	int o = atomic_load_explicit(&on, memory_order_relaxed);
+
+	if (o < 0) {
+		const char *v = getenv("UROCE_GPU_AHEAD");
+
+		o = !(v && !strcmp(v, "0"));
+		atomic_store_explicit(&on, o, memory_order_relaxed);
 	}
-	qp->stage.pf_mr = mr;
-	qp->stage.pf_key = qp->stage.key;
-	qp->stage.pf_va = va;
+	if (!o || !qp->stage.mr || qp->stage.pf_mr)
+		return;
+	pf_copy(qp, mr, key, va, va + len);
 }
 
 uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t key, uint64_t va,
@@ -510,7 +593,7 @@ uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t ke
 		pf_start(qp, va + want);
 		return qp->stage.buf[qp->stage.cur] + (va - qp->stage.va);
 	}
-	if (bufs_alloc(qp->stage.buf, qp->stage.pinned, &qp->stage.cap, mr) || len > qp->stage.cap)
+	if (bufs_alloc(qp->stage.buf, qp->stage.pinned, 2, &qp->stage.cap, mr) || len > qp->stage.cap)
 		return NULL;
 	/* packets queued may point into the window about to change */
 	uroce_eng_flush(qp->eng);
@@ -520,6 +603,7 @@ uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t ke
 		qp->stage.mr = NULL;
 		if (pf_drop(qp))
 			return NULL;
+		qp->cnt->gpu_prefetch_hits++;
 		qp->stage.cur ^= 1;
 		qp->stage.mr = mr;
 		qp->stage.key = key;
@@ -532,7 +616,10 @@ uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t ke
 		return NULL;
 	n = MIN(MAX(len, want), qp->stage.cap);
 	qp->stage.mr = NULL;
-	if (uroce_mr_read(mr, va, qp->stage.buf[qp->stage.cur], n))
+	qp->cnt->gpu_stage_copies++;
+	qp->cnt->gpu_stage_bytes += n;
+	qp->cnt->gpu_stage_sync++;
+	if (sync_copy(qp, mr, 0, va, qp->stage.buf[qp->stage.cur], n))
 		return NULL;
 	qp->stage.mr = mr;
 	qp->stage.key = key;
@@ -544,7 +631,7 @@ uint8_t *uroce_stage(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t ke
 
 uint8_t *uroce_stage_linear(struct uroce_qp *qp, const struct uroce_mr *cudamr, size_t len)
 {
-	if (bufs_alloc(qp->stage.buf, qp->stage.pinned, &qp->stage.cap, cudamr) ||
+	if (bufs_alloc(qp->stage.buf, qp->stage.pinned, 2, &qp->stage.cap, cudamr) ||
 	    len > qp->stage.cap)
 		return NULL;
 	uroce_eng_flush(qp->eng);
@@ -561,7 +648,7 @@ void uroce_stage_forget(struct uroce_qp *qp, const struct uroce_mr *mr)
 		pf_drop(qp);
 	if (qp->stage.mr == mr)
 		qp->stage.mr = NULL;
-	if (qp->rxs.mr == mr || qp->rxs.busy[0] || qp->rxs.busy[1])
+	if (qp->rxs.mr == mr || qp->rxs.inflight)
 		uroce_place_flush(qp);
 }
 
@@ -569,9 +656,10 @@ void uroce_stage_free(struct uroce_qp *qp)
 {
 	pf_drop(qp);
 	uroce_place_flush(qp);
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2; i++)
 		if (qp->stage.buf[i])
 			uroce_cuda_host_free(qp->stage.buf[i], qp->stage.pinned[i]);
+	for (int i = 0; i < UROCE_RXS_MAX; i++) {
 		if (qp->rxs.buf[i])
 			uroce_cuda_host_free(qp->rxs.buf[i], qp->rxs.pinned[i]);
 		if (qp->rxs.ev[i])

@@ -147,6 +147,34 @@ void uroce_req_cc_sent(struct uroce_qp *qp, uint64_t now, uint32_t paylen)
 /* Gathers [off, off+len) of a WQE's local data into iovecs: host memory in
  * place (zero copy), CUDA memory through the QP's staging window. Returns 0
  * or a completion status (IBV_WC_LOC_PROT_ERR). */
+/* While the WQE being sent is served from the staging window, the next
+ * posted WQE's GPU bytes are copied ahead (qp.c, uroce_stage_ahead): NCCL
+ * posts one WRITE per chunk, each within one window, so without this
+ * every chunk waited for its own copy before its first packet. One SGE
+ * of CUDA memory that the gather will find valid, nothing else. */
+static void stage_next(struct uroce_qp *qp)
+{
+	uint32_t idx = qp->req.cur + 1;
+	struct uroce_swqe *w;
+	struct uroce_mr *mr;
+
+	if (qp->stage.pf_mr || idx == atomic_load_explicit(&qp->sq_head, memory_order_acquire))
+		return; /* a copy is in flight already, or nothing is posted */
+	w = sqe(qp, idx);
+	if ((w->flags & (SWQE_INLINE | SWQE_ASSIGNED)) || w->num_sge != 1 || !w->length ||
+	    is_rd_atomic(w->opcode))
+		return;
+	mr = uroce_mr_lookup(&qp->ctx->mrs, w->sge[0].lkey);
+	if (!mr || mr->kind != UROCE_MEM_CUDA || mr->pd != qp->pd ||
+	    !uroce_mr_ok(mr, w->sge[0].addr, w->sge[0].length, 0))
+		return;
+	if (!(w->flags & SWQE_KEYED)) {
+		w->stage_key = ++qp->stage.next_key;
+		w->flags |= SWQE_KEYED;
+	}
+	uroce_stage_ahead(qp, mr, w->stage_key, w->sge[0].addr, w->sge[0].length);
+}
+
 int uroce_req_gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t len,
 		     struct iovec *iov, int *niov)
 {
@@ -201,6 +229,8 @@ int uroce_req_gather(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, ui
 		iov[0].iov_base = p;
 		uroce_trace("mem_read", "qpn=0x%x dev=0x%llx len=%u kind=cuda staged=1", qp->qpn,
 			    (unsigned long long)(pmr[0]->dev + (pva[0] - pmr[0]->iova)), total);
+		if (w == sqe(qp, qp->req.cur))
+			stage_next(qp);
 	} else if (ncuda) {
 		/* pieces of several regions, some on the GPU: one run */
 		uint8_t *p;
@@ -1403,7 +1433,8 @@ void uroce_req_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t no
 					   : (w->length + qp->pmtu - 1) / qp->pmtu;
 			w->resp_next = w->first_psn;
 			w->req_hi = w->first_psn;
-			w->stage_key = ++qp->stage.next_key;
+			if (!(w->flags & SWQE_KEYED))
+				w->stage_key = ++qp->stage.next_key;
 			w->flags |= SWQE_ASSIGNED;
 			uroce_trace("wqe_take", "qpn=0x%x wr_id=%llu first_psn=0x%x packets=%u len=%u",
 				    qp->qpn, (unsigned long long)w->wr_id, w->first_psn, w->npkts,

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define UROCE_STAT_MAGIC 0x74617473656f7275ull /* "urocesta" */
-#define UROCE_STAT_VERSION 11
+#define UROCE_STAT_VERSION 12
 /* Engine threads a device context may run (UROCE_ENGINES); each writes
  * its own block of counters, readers add them up. */
 #define UROCE_MAX_ENGINES 16
@@ -82,7 +82,15 @@
 	X(timeouts_deferred, "local ACK timeouts not judged: the engine's own turns were too slow") \
 	X(read_resp_abandoned, "re-executed READ responses abandoned: the MR went away meanwhile") \
 	X(park_skips, "engine thread wakeups that parked again: an application thread had taken turns") \
-	X(full_poll_turns, "turns taken by polls that found completions (every 16th such poll)")
+	X(full_poll_turns, "turns taken by polls that found completions (every 16th such poll)") \
+	X(gpu_place_copies, "copies of received payload into GPU memory started")     \
+	X(gpu_place_bytes, "bytes copied into GPU memory (received payload)")         \
+	X(gpu_stage_copies, "copies of GPU memory into staging buffers, to send it")  \
+	X(gpu_stage_bytes, "bytes copied out of GPU memory to send them")             \
+	X(gpu_stage_sync, "send windows copied out of GPU memory while the engine waited") \
+	X(gpu_prefetch_hits, "send windows served from a copy started ahead (prefetch)") \
+	X(gpu_wait_ns, "nanoseconds the engine thread waited for GPU copies")          \
+	X(gpu_acks_deferred, "ACKs deferred until their payload's GPU copies completed")
 
 struct uroce_counters {
 #define X(n, d) uint64_t n;

@@ -190,6 +190,13 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 			   k->cnp_sent, k->cnp_handled, k->cc_rate_cuts, k->cc_pace_waits,
 			   k->rx_sock_drops, k->ooo_held, k->gap_filled, k->tail_probes,
 			   k->read_resp_abandoned);
+		if (k->gpu_place_copies || k->gpu_stage_copies)
+			uroce_info("%s: GPU memory: %lu copies (%lu bytes) in, %lu copies (%lu bytes) "
+				   "out, %lu of them waited for, %lu copied ahead; engine waited %.3f s; "
+				   "%lu ACKs deferred for copies",
+				   ctx->dev.ibname, k->gpu_place_copies, k->gpu_place_bytes,
+				   k->gpu_stage_copies, k->gpu_stage_bytes, k->gpu_stage_sync,
+				   k->gpu_prefetch_hits, k->gpu_wait_ns / 1e9, k->gpu_acks_deferred);
 	}
 	uroce_mr_table_fini(&ctx->mrs);
 	if (ctx->stat)

@@ -9,7 +9,8 @@
 #                       (tests/gpu/fakecuda.c, whose device memory the CPU
 #                       cannot touch): cuMem (VMM) and cuMemAlloc buffers
 #                       registered with ibv_reg_mr the way NCCL does, WRITE,
-#                       READ and the GDR flush (a READ on a loopback QP)
+#                       READ and the GDR flush (a READ on a loopback QP);
+#                       chunked WRITEs whose next WQE is copied ahead
 #   nccl/gdr nccl/host nccl/loss nccl/gdr-loss nccl/peermem
 #                       bench/nccl/driver.py check: two ranks on one GPU
 #                       through PyTorch's NCCL over uroce_lo, all_reduce,
@@ -49,7 +50,7 @@ t_fake_cuda() {
 		{ echo "the fake libcuda did not build"; return 1; }
 	LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} UROCE_LOG=info "$t" >"$CHECK_DIR/test.log" 2>&1
 	cat "$CHECK_DIR/test.log"
-	for c in dmabuf_probe_ebadf flush_read_self_qp_host cumem_reg_mr cumemalloc_reg_mr; do
+	for c in dmabuf_probe_ebadf flush_read_self_qp_host cumem_reg_mr cumemalloc_reg_mr chunked_writes_copied_ahead; do
 		grep -q "^ok   $c " "$CHECK_DIR/test.log" || { echo "$c did not pass"; return 1; }
 	done
 	grep -q 'MR .* is CUDA device memory' "$CHECK_DIR/test.log" ||

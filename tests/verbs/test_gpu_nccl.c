@@ -378,6 +378,109 @@ T_CASE(cumem_dmabuf) { nccl_path(1, 1); }
 T_CASE(cumemalloc_reg_mr) { nccl_path(0, 0); }
 T_CASE(cumemalloc_dmabuf) { nccl_path(0, 1); }
 
+/* NCCL's sends: one WRITE per chunk (512 KiB by default), several posted
+ * at once, each within one staging window. While one is sent, the next
+ * one's GPU bytes are copied ahead (req.c, stage_next), so a chunk does
+ * not wait for its own copy. Chunks of odd sizes and offsets, the last
+ * one larger than a window, a WRITE_WITH_IMM at the end, as NCCL posts. */
+T_CASE(chunked_writes_copied_ahead)
+{
+	enum { CHUNKS = 12 };
+	static const size_t sz[CHUNKS] = { 512 << 10, 512 << 10, 4096, 300000, 512 << 10, 1,
+					   65536, 512 << 10, 1 << 20, 777777, 512 << 10,
+					   (1 << 20) + 8192 };
+	struct tv_pair p;
+	struct tv_opts o = tv_opts_default();
+	struct gbuf src, dst;
+	struct ibv_mr *smr, *dmr;
+	struct ibv_recv_wr *bad_r;
+	size_t off[CHUNKS], total = 0, bytes = 0, cap;
+	uint64_t hits, sync, sbytes, pbytes, resent;
+
+	gpu_init();
+	o.mtu = IBV_MTU_4096;
+	o.separate_ctx = 1;
+	tv_pair_open(&p, &o);
+	for (int i = 0; i < CHUNKS; i++) {
+		off[i] = total + 64 * (size_t)i; /* not window-aligned */
+		total = off[i] + sz[i];
+		bytes += sz[i];
+	}
+	cap = (total + 65535) & ~(size_t)65535;
+	gbuf_alloc(&src, cap, 1);
+	gbuf_alloc(&dst, cap, 1);
+	smr = reg_like_nccl(p.a.pd, &src, 0);
+	dmr = reg_like_nccl(p.b.pd, &dst, 0);
+	gfill(&src, 0, cap, 51);
+	gfill(&dst, 0, cap, 52);
+	hits = TV_COUNTER(gpu_prefetch_hits);
+	sync = TV_COUNTER(gpu_stage_sync);
+	sbytes = TV_COUNTER(gpu_stage_bytes);
+	pbytes = TV_COUNTER(gpu_place_bytes);
+	resent = TV_COUNTER(retrans_pkts);
+	{
+		struct ibv_recv_wr rw = { .wr_id = 99 };
+
+		T_EQ_INT(ibv_post_recv(p.b.qp, &rw, &bad_r), 0);
+	}
+	for (int i = 0; i < CHUNKS; i++) {
+		struct ibv_sge s = { .addr = src.d + off[i], .length = (uint32_t)sz[i],
+				     .lkey = smr->lkey };
+
+		T_EQ_INT(tv_post(p.a.qp, i == CHUNKS - 1 ? IBV_WR_RDMA_WRITE_WITH_IMM
+							 : IBV_WR_RDMA_WRITE,
+				 (uint64_t)i, &s, 1, dst.d + off[i], dmr->rkey, 7,
+				 IBV_SEND_SIGNALED), 0);
+	}
+	for (int i = 0; i < CHUNKS; i++)
+		tv_expect_wc(p.a.scq, p.a.qp, (uint64_t)i, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	tv_expect_wc(p.b.rcq, p.b.qp, 99, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM);
+	/* every chunk where it belongs, the gaps between them untouched */
+	{
+		uint8_t *h = malloc(cap), *want = malloc(cap), *orig = malloc(cap);
+		size_t at = 0;
+
+		T_ASSERT(h && want && orig);
+		T_EQ_INT(cu.dtoh(h, dst.d, cap), 0);
+		tv_fill_at(want, cap, 51, 0);
+		tv_fill_at(orig, cap, 52, 0);
+		for (int i = 0; i < CHUNKS; i++) {
+			T_ASSERTF(!memcmp(h + at, orig + at, off[i] - at),
+				  "bytes before chunk %d were written", i);
+			T_ASSERTF(!memcmp(h + off[i], want + off[i], sz[i]),
+				  "chunk %d (%zu bytes at %zu) arrived wrong", i, sz[i], off[i]);
+			at = off[i] + sz[i];
+		}
+		free(h);
+		free(want);
+		free(orig);
+	}
+	hits = TV_COUNTER(gpu_prefetch_hits) - hits;
+	sync = TV_COUNTER(gpu_stage_sync) - sync;
+	sbytes = TV_COUNTER(gpu_stage_bytes) - sbytes;
+	pbytes = TV_COUNTER(gpu_place_bytes) - pbytes;
+	resent = TV_COUNTER(retrans_pkts) - resent;
+	t_log("%d chunks, %zu bytes: %llu windows prefetched, %llu copied while the engine "
+	      "waited, %llu bytes out of and %llu into GPU memory, %llu packets resent", CHUNKS,
+	      bytes, (unsigned long long)hits, (unsigned long long)sync,
+	      (unsigned long long)sbytes, (unsigned long long)pbytes, (unsigned long long)resent);
+	/* each chunk's windows were staged one way or the other */
+	T_ASSERTF(hits + sync >= CHUNKS, "%llu + %llu windows staged for %d chunks",
+		  (unsigned long long)hits, (unsigned long long)sync, CHUNKS);
+	T_ASSERTF(sbytes >= bytes, "%llu bytes staged", (unsigned long long)sbytes);
+	T_ASSERTF(pbytes >= bytes, "%llu bytes placed", (unsigned long long)pbytes);
+	/* the chunks posted behind the first were copied ahead, not waited for */
+	T_ASSERTF(hits >= CHUNKS / 2, "only %llu of %d chunks' windows were copied ahead",
+		  (unsigned long long)hits, CHUNKS);
+	T_ASSERTF(sync < CHUNKS / 2, "%llu windows were copied while the engine waited",
+		  (unsigned long long)sync);
+	T_EQ_INT(ibv_dereg_mr(smr), 0);
+	T_EQ_INT(ibv_dereg_mr(dmr), 0);
+	gbuf_free(&src);
+	gbuf_free(&dst);
+	tv_pair_close(&p);
+}
+
 static CUdeviceptr junk;
 
 /* The application thread: a cuMemFree while the kernel runs. By the
