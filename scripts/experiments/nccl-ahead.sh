@@ -4,6 +4,9 @@
 #   base   UROCE_GPU_AHEAD=0: as before the next WQE's bytes were copied ahead
 #   ahead  the default
 #   rx4    the default with a ring of 4 placement buffers (UROCE_GPU_RXBUFS=4)
+#   primary  the default, copies in the device's primary context instead of
+#          uroce's own (UROCE_CUDA_OWN_CTX=0): does the GPU's time slicing
+#          between contexts cost each copy a slice?
 # `uroce stat` samples the GPU counters (gpu_*) once a second. On the GPU machine:
 #   run: bash scripts/experiments/nccl-ahead.sh   carry: build .device/nccl
 # Results: $OUT/ahead.log, $OUT/<round>-<variant>/ (bench JSON, logs), $OUT/stat.jsonl.gz
@@ -13,7 +16,7 @@ export BUILD=${BUILD:-build} PYTHONUNBUFFERED=1
 D=$PWD/.device/nccl
 export LD_LIBRARY_PATH=$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export T_RANK=${T_RANK:-100} UROCE_LOG=${UROCE_LOG:-info}
-export NCCL_BENCH_SIZES=${NCCL_BENCH_SIZES:-67108864,268435456}
+export NCCL_BENCH_SIZES=${NCCL_BENCH_SIZES:-4194304,67108864,268435456}
 O=${OUT:-/tmp/nccl-ahead}
 mkdir -p "$O"
 "$BUILD/bin/uroce" stat --json -i 1 >"$O/stat.jsonl" 2>/dev/null &
@@ -27,6 +30,7 @@ sp=$!
 			base) e=(UROCE_GPU_AHEAD=0) ;;
 			rx4) e=(UROCE_GPU_RXBUFS=4) ;;
 			rx8) e=(UROCE_GPU_RXBUFS=8) ;;
+			primary) e=(UROCE_CUDA_OWN_CTX=0) ;;
 			*) e=() ;;
 			esac
 			echo "=== round $r $v (${e[*]:-}) $cfgs (t+${SECONDS}s)"
