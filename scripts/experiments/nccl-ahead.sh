@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # scripts/experiments/nccl-ahead.sh: NCCL's GDR path in VARIANTS, host
 # staging beside them, interleaved over ROUNDS:
-#   base   UROCE_GPU_AHEAD=0: as before the next WQE's bytes were copied ahead
-#   ahead  the default
-#   rx4    the default with a ring of 4 placement buffers (UROCE_GPU_RXBUFS=4)
-#   primary  the default, copies in the device's primary context instead of
+#   base   the default (UROCE_GPU_AHEAD=0: no copy of the next WQE ahead)
+#   ahead  UROCE_GPU_AHEAD=1
+#   rx4    ahead with a ring of 4 placement buffers (UROCE_GPU_RXBUFS=4)
+#   primary  ahead, copies in the device's primary context instead of
 #          uroce's own (UROCE_CUDA_OWN_CTX=0): does the GPU's time slicing
 #          between contexts cost each copy a slice?
 # `uroce stat` samples the GPU counters (gpu_*) once a second. On the GPU machine:
@@ -28,9 +28,10 @@ sp=$!
 			[ "$v" = ahead ] && cfgs=uroce-gdr,uroce-host
 			case $v in
 			base) e=(UROCE_GPU_AHEAD=0) ;;
-			rx4) e=(UROCE_GPU_RXBUFS=4) ;;
-			rx8) e=(UROCE_GPU_RXBUFS=8) ;;
-			primary) e=(UROCE_CUDA_OWN_CTX=0) ;;
+			ahead) e=(UROCE_GPU_AHEAD=1) ;;
+			rx4) e=(UROCE_GPU_AHEAD=1 UROCE_GPU_RXBUFS=4) ;;
+			rx8) e=(UROCE_GPU_AHEAD=1 UROCE_GPU_RXBUFS=8) ;;
+			primary) e=(UROCE_GPU_AHEAD=1 UROCE_CUDA_OWN_CTX=0) ;;
 			*) e=() ;;
 			esac
 			echo "=== round $r $v (${e[*]:-}) $cfgs (t+${SECONDS}s)"

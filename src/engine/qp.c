@@ -564,13 +564,16 @@ static void pf_start(struct uroce_qp *qp, uint64_t end)
 void uroce_stage_ahead(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t key, uint64_t va,
 		       size_t len)
 {
-	static _Atomic int on = -1; /* UROCE_GPU_AHEAD=0: off (for comparisons) */
+	/* UROCE_GPU_AHEAD=1: on. Off by default: on the H100 with NCCL's
+	 * GDR path it gained nothing, as every copy of uroce's own context
+	 * waited for the GPU's time slice anyway (docs/design.md). */
+	static _Atomic int on = -1;
 	int o = atomic_load_explicit(&on, memory_order_relaxed);
 
 	if (o < 0) {
 		const char *v = getenv("UROCE_GPU_AHEAD");
 
-		o = !(v && !strcmp(v, "0"));
+		o = v && !strcmp(v, "1");
 		atomic_store_explicit(&on, o, memory_order_relaxed);
 	}
 	if (!o || !qp->stage.mr || qp->stage.pf_mr)

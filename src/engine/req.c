@@ -369,16 +369,18 @@ static void retire(struct uroce_qp *qp)
 	uint32_t head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
 
 	qp->req.stall_until = 0;
-	/* READ data headed for the GPU is there before its CQE */
-	if (uroce_place_dirty(qp) && uroce_place_flush(qp)) {
-		fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
-		return;
-	}
 	for (; t != head; t++) {
 		struct uroce_swqe *w = sqe(qp, t);
 
 		if (!(w->flags & SWQE_ASSIGNED) || !wqe_done(qp, w))
 			break;
+		/* READ data headed for the GPU is there before the WQE
+		 * retires (its CQE, or its slot reused); only then: a flush
+		 * for every READ response packet made one GPU copy each */
+		if (uroce_place_dirty(qp) && uroce_place_flush(qp)) {
+			fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
+			return;
+		}
 		if ((w->flags & SWQE_SIGNALED) || qp->sq_sig_all) {
 			struct ibv_wc wc = {
 				.wr_id = w->wr_id,

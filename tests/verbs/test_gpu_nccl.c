@@ -314,6 +314,7 @@ static void nccl_path(int vmm, int dmabuf)
 	 * dma-bufs of page-aligned ranges only (CUDA_ERROR_INVALID_VALUE for
 	 * 4 MiB + 100 on the H200), and NCCL's buffers are page multiples */
 	size_t n = (4u << 20) + 100, cap = (n + 65535) & ~(size_t)65535;
+	uint64_t copies;
 
 	gpu_init();
 	o.mtu = IBV_MTU_4096;
@@ -335,10 +336,19 @@ static void nccl_path(int vmm, int dmabuf)
 		/* completed at the requester: the bytes are in the remote GPU memory */
 		gcheck(&g, 0, n, 41);
 		gfill(&g, 0, n, 42);
+		copies = TV_COUNTER(gpu_place_copies);
 		T_EQ_INT(tv_post(p.a.qp, IBV_WR_RDMA_READ, 2, &s, 1, g.d, mr->rkey, 0,
 				 IBV_SEND_SIGNALED), 0);
 		tv_expect_wc(p.a.scq, p.a.qp, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
 		gcheck(&src, 0, n, 42);
+		/* the READ's responses reach the GPU in large copies, not one
+		 * per response packet (retire() flushed for each until
+		 * 2026-12-07: 1025 copies of 4 KiB here) */
+		copies = TV_COUNTER(gpu_place_copies) - copies;
+		t_log("READ of %zu bytes into GPU memory: %llu copies", n,
+		      (unsigned long long)copies);
+		T_ASSERTF(copies <= n / 16384, "%llu copies for a READ of %zu bytes",
+			  (unsigned long long)copies, n);
 	}
 
 	/* the flush QP lives in the receiver's context, as in NCCL */
@@ -379,9 +389,9 @@ T_CASE(cumemalloc_reg_mr) { nccl_path(0, 0); }
 T_CASE(cumemalloc_dmabuf) { nccl_path(0, 1); }
 
 /* NCCL's sends: one WRITE per chunk (512 KiB by default), several posted
- * at once, each within one staging window. While one is sent, the next
- * one's GPU bytes are copied ahead (req.c, stage_next), so a chunk does
- * not wait for its own copy. Chunks of odd sizes and offsets, the last
+ * at once, each within one staging window. With UROCE_GPU_AHEAD=1, while
+ * one is sent the next one's GPU bytes are copied ahead (req.c,
+ * stage_next), so a chunk does not wait for its own copy. Chunks of odd sizes and offsets, the last
  * one larger than a window, a WRITE_WITH_IMM at the end, as NCCL posts. */
 T_CASE(chunked_writes_copied_ahead)
 {
@@ -398,6 +408,7 @@ T_CASE(chunked_writes_copied_ahead)
 	uint64_t hits, sync, sbytes, pbytes, resent;
 
 	gpu_init();
+	setenv("UROCE_GPU_AHEAD", "1", 1); /* off by default (qp.c) */
 	o.mtu = IBV_MTU_4096;
 	o.separate_ctx = 1;
 	tv_pair_open(&p, &o);
