@@ -517,13 +517,68 @@ static void check_ecn(struct cdoc *cd, struct doc_check *c)
 		   "mean ECN is doing its job");
 }
 
+/* ---- gpu: copies between GPU memory and the wire ---- */
+
+/* Engine threads blocked on GPU copies for at least this share of each
+ * second (engine-seconds per second, summed over a process's engines). */
+#define GPU_WAIT_WARN 0.25
+
+static void check_gpu(struct cdoc *cd, struct doc_check *c)
+{
+	static const int ks[] = { CI(gpu_place_copies), CI(gpu_stage_copies), END };
+	double worst = 0;
+	const char *who = NULL;
+	int any = 0;
+
+	for (int i = 0; i < cd->n; i++) {
+		const struct cproc *p = &cd->p[i];
+		double blocked = rate(cd, p, CI(gpu_wait_ns)) / 1e9;
+		char note[160];
+
+		if (!sum(p, ks))
+			continue;
+		any = 1;
+		if (p->have_rate)
+			snprintf(note, sizeof(note), "engine threads blocked on GPU copies %.2f s per "
+				 "second (%.3f s in all);", blocked,
+				 (double)tot(p, CI(gpu_wait_ns)) / 1e9);
+		else
+			snprintf(note, sizeof(note), "engine threads blocked on GPU copies %.3f s in all;",
+				 (double)tot(p, CI(gpu_wait_ns)) / 1e9);
+		ev(c, cd, p, note, CI(gpu_place_copies), CI(gpu_place_bytes), CI(gpu_stage_copies),
+		   CI(gpu_stage_bytes), CI(gpu_stage_sync), CI(gpu_prefetch_hits),
+		   CI(gpu_acks_deferred), END);
+		if (blocked > worst) {
+			worst = blocked;
+			who = p->tag;
+		}
+	}
+	if (!any) {
+		doc_set(c, DOC_PASS, "no GPU memory in the data path");
+		return;
+	}
+	if (worst < GPU_WAIT_WARN) {
+		doc_set(c, DOC_PASS, "GPU memory in the data path; engines blocked on its copies "
+				     "%.2f s per second at most", worst);
+		return;
+	}
+	doc_set(c, DOC_WARN, "%s: engine threads blocked on GPU copies %.2f s per second", who,
+		worst);
+	doc_fix(c, "uroce copies GPU memory in a CUDA context of its own, and the GPU time-slices "
+		   "it against the application's spinning kernels (docs/design.md, \"GPU memory\"): "
+		   "run the ranks under CUDA MPS, or copy in the application's context with "
+		   "UROCE_CUDA_OWN_CTX=0 (1.6-1.7x faster for NCCL on one GPU, but a copy can then "
+		   "wait behind the application's cuMemFree while a kernel waits for it), or let "
+		   "NCCL stage through host memory (NCCL_NET_GDR_LEVEL=LOC)");
+}
+
 static const struct {
 	const char *id;
 	void (*fn)(struct cdoc *cd, struct doc_check *c);
 } cchecks[] = {
 	{ "retrans", check_retrans },   { "rnr", check_rnr },   { "timeouts", check_timeouts },
 	{ "icrc", check_icrc },         { "rx-drops", check_drops }, { "duplicates", check_dups },
-	{ "ecn-cnp", check_ecn },
+	{ "ecn-cnp", check_ecn },       { "gpu", check_gpu },
 };
 #define NCCHECK ((int)(sizeof(cchecks) / sizeof(cchecks[0])))
 

@@ -11,7 +11,8 @@
 #   doctor/counters-*     --counters on live processes (src/obs/counters.h):
 #     -loss               ib_write_bw on lo with UROCE_LOSS=0.05: retrans
 #                         WARN/FAIL naming fault injection (text and --json)
-#     -clean              the same without faults: retrans PASS, exit 0
+#     -clean              the same without faults: retrans PASS, gpu PASS
+#                         (no GPU memory), exit 0
 #     -rnr                uroce trace --op send --rnr: rnr WARN, post more RECVs
 #     -none               no process (private /dev/shm): message, exit 0
 # Last line: "N passed, N failed, N skipped".
@@ -155,7 +156,7 @@ assert "UROCE_LOSS=0.05" in p["fault_injection"], p["fault_injection"]
 assert p["counters"]["fault_dropped"] > 0 and "rates_per_s" in p
 assert st["retrans"]["status"] in ("WARN", "FAIL"), st["retrans"]
 assert any("fault injection" in e for e in st["retrans"]["evidence"])
-assert set(st) == {"retrans", "rnr", "timeouts", "icrc", "rx-drops", "duplicates", "ecn-cnp"}
+assert set(st) == {"retrans", "rnr", "timeouts", "icrc", "rx-drops", "duplicates", "ecn-cnp", "gpu"}
 EOF
 }
 
@@ -171,6 +172,7 @@ t_ctr_clean() {
 	ctr_wait_done
 	grep -q '^PASS retrans: ' "$out" || { echo "want PASS retrans"; return 1; }
 	grep -q '^PASS timeouts: ' "$out" || { echo "want PASS timeouts"; return 1; }
+	grep -q '^PASS gpu: no GPU memory in the data path' "$out" || { echo "want PASS gpu"; return 1; }
 	! grep -q 'fault injection' "$out" || { echo "fault injection named"; return 1; }
 	[ "$rc" -eq 0 ]
 }

@@ -19,6 +19,7 @@
  * a GPU, saying why. The CUDA driver is loaded with dlopen. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sys/wait.h>
 
 #include "common.h"
 #include "../gpu/spin_ptx.h"
@@ -388,6 +389,37 @@ T_CASE(cumem_dmabuf) { nccl_path(1, 1); }
 T_CASE(cumemalloc_reg_mr) { nccl_path(0, 0); }
 T_CASE(cumemalloc_dmabuf) { nccl_path(0, 1); }
 
+/* `uroce doctor --counters` on this process, whose devices are open and
+ * have moved GPU memory: its gpu check must name the copies. */
+static void doctor_names_gpu_copies(void)
+{
+	char exe[4096], cmd[4300 + 32], line[2048];
+	int pass = 0, named = 0, status;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	FILE *f;
+
+	T_ASSERT(n > 0);
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0; /* build/tests/verbs */
+	snprintf(cmd, sizeof(cmd), "%s/../../bin/uroce doctor --counters --interval 0.2 %d 2>&1",
+		 exe, (int)getpid());
+	f = popen(cmd, "r");
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "PASS gpu: GPU memory in the data path", 37) ||
+		    !strncmp(line, "WARN gpu: ", 10))
+			pass = 1;
+		if (strstr(line, "gpu_stage_copies") && strstr(line, "gpu_place_copies"))
+			named = 1;
+		if (strstr(line, "gpu_") && !strncmp(line, "    ", 4))
+			t_log("doctor: %.*s", (int)strcspn(line, "\n"), line);
+	}
+	status = pclose(f);
+	t_log("uroce doctor --counters exit status %d", WEXITSTATUS(status));
+	T_ASSERTF(pass, "doctor's gpu check did not see this process's GPU copies");
+	T_ASSERTF(named, "doctor's gpu evidence does not name the copy counters");
+}
+
 /* NCCL's sends: one WRITE per chunk (512 KiB by default), several posted
  * at once, each within one staging window. With UROCE_GPU_AHEAD=1, while
  * one is sent the next one's GPU bytes are copied ahead (req.c,
@@ -485,6 +517,7 @@ T_CASE(chunked_writes_copied_ahead)
 		  (unsigned long long)hits, CHUNKS);
 	T_ASSERTF(sync < CHUNKS / 2, "%llu windows were copied while the engine waited",
 		  (unsigned long long)sync);
+	doctor_names_gpu_copies();
 	T_EQ_INT(ibv_dereg_mr(smr), 0);
 	T_EQ_INT(ibv_dereg_mr(dmr), 0);
 	gbuf_free(&src);
