@@ -117,6 +117,8 @@ struct uroce_engine {
 	uint64_t now;
 	uint64_t spin_ns;
 	uint64_t reply_hold_ns; /* UROCE_REPLY_HOLD_US */
+	int gpu_ahead;          /* UROCE_GPU_AHEAD */
+	int gpu_rxbufs;         /* UROCE_GPU_RXBUFS */
 
 	uint64_t queued;             /* datagrams handed to uroce_eng_send */
 	/* This turn left received datagrams unread (a socket had more than a
@@ -2352,7 +2354,37 @@ static int progress_init(struct uroce_engine *e)
 		}
 		e->stall_ns = us * 1000ull;
 	}
+	/* UROCE_GPU_AHEAD=0|1, UROCE_GPU_RXBUFS=2..8 (docs/design.md, "GPU
+	 * memory"): copying the next WQE's GPU bytes ahead, and the ring of
+	 * buffers for payload on its way into GPU memory. */
+	k = getenv("UROCE_GPU_AHEAD");
+	e->gpu_ahead = k && !strcmp(k, "1");
+	if (k && *k && strcmp(k, "0") && strcmp(k, "1")) {
+		uroce_err("UROCE_GPU_AHEAD=%s: expected 0 or 1", k);
+		return -1;
+	}
+	k = getenv("UROCE_GPU_RXBUFS");
+	e->gpu_rxbufs = 2;
+	if (k && *k) {
+		errno = 0;
+		us = strtoul(k, &end, 10);
+		if (errno || *end || us < 2 || us > UROCE_RXS_MAX) {
+			uroce_err("UROCE_GPU_RXBUFS=%s: expected 2 to %d buffers", k, UROCE_RXS_MAX);
+			return -1;
+		}
+		e->gpu_rxbufs = (int)us;
+	}
 	return 0;
+}
+
+int uroce_eng_gpu_ahead(const struct uroce_engine *e)
+{
+	return e->gpu_ahead;
+}
+
+int uroce_eng_gpu_rxbufs(const struct uroce_engine *e)
+{
+	return e->gpu_rxbufs;
 }
 
 static int eng_new(struct uroce_ctx *ctx, unsigned idx)

@@ -616,6 +616,9 @@ void uroce_eng_forget_mr(struct uroce_engine *e, const struct uroce_mr *mr);
 /* Every QP of the engine (engine thread). */
 struct uroce_qp *uroce_eng_all_qps(struct uroce_engine *e);
 void uroce_stage_forget(struct uroce_qp *qp, const struct uroce_mr *mr);
+/* UROCE_GPU_AHEAD and UROCE_GPU_RXBUFS as the engine read them at open. */
+int uroce_eng_gpu_ahead(const struct uroce_engine *e);
+int uroce_eng_gpu_rxbufs(const struct uroce_engine *e);
 /* The next WQE's first window is copied ahead (engine thread). */
 void uroce_stage_ahead(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t key, uint64_t va,
 		       size_t len);

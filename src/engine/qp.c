@@ -6,7 +6,6 @@
 #define STAGE_CAP (1u << 20) /* staging window, bytes */
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -315,12 +314,8 @@ void uroce_qp_disconnect(struct uroce_qp *qp)
  * (default 2: one filling, one being copied). */
 static int rxs_count(struct uroce_qp *qp)
 {
-	if (!qp->rxs.n) {
-		const char *v = getenv("UROCE_GPU_RXBUFS");
-		int n = v ? atoi(v) : 2;
-
-		qp->rxs.n = MIN(MAX(n, 2), UROCE_RXS_MAX);
-	}
+	if (!qp->rxs.n)
+		qp->rxs.n = uroce_eng_gpu_rxbufs(qp->eng);
 	return qp->rxs.n;
 }
 
@@ -564,19 +559,7 @@ static void pf_start(struct uroce_qp *qp, uint64_t end)
 void uroce_stage_ahead(struct uroce_qp *qp, const struct uroce_mr *mr, uint64_t key, uint64_t va,
 		       size_t len)
 {
-	/* UROCE_GPU_AHEAD=1: on. Off by default: on the H100 with NCCL's
-	 * GDR path it gained nothing, as every copy of uroce's own context
-	 * waited for the GPU's time slice anyway (docs/design.md). */
-	static _Atomic int on = -1;
-	int o = atomic_load_explicit(&on, memory_order_relaxed);
-
-	if (o < 0) {
-		const char *v = getenv("UROCE_GPU_AHEAD");
-
-		o = v && !strcmp(v, "1");
-		atomic_store_explicit(&on, o, memory_order_relaxed);
-	}
-	if (!o || !qp->stage.mr || qp->stage.pf_mr)
+	if (!qp->stage.mr || qp->stage.pf_mr)
 		return;
 	pf_copy(qp, mr, key, va, va + len);
 }

@@ -158,8 +158,12 @@ static void stage_next(struct uroce_qp *qp)
 	struct uroce_swqe *w;
 	struct uroce_mr *mr;
 
-	if (qp->stage.pf_mr || idx == atomic_load_explicit(&qp->sq_head, memory_order_acquire))
-		return; /* a copy is in flight already, or nothing is posted */
+	/* UROCE_GPU_AHEAD=1 only: on the H100 with NCCL's GDR path it gained
+	 * nothing, as every copy in uroce's own CUDA context waited for the
+	 * GPU's time slice anyway (docs/design.md, "GPU memory") */
+	if (!uroce_eng_gpu_ahead(qp->eng) || qp->stage.pf_mr ||
+	    idx == atomic_load_explicit(&qp->sq_head, memory_order_acquire))
+		return; /* off, a copy is in flight already, or nothing is posted */
 	w = sqe(qp, idx);
 	if ((w->flags & (SWQE_INLINE | SWQE_ASSIGNED)) || w->num_sge != 1 || !w->length ||
 	    is_rd_atomic(w->opcode))

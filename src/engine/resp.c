@@ -240,8 +240,7 @@ void uroce_resp_flush_ack(struct uroce_engine *e, struct uroce_qp *qp, uint64_t 
 	 * it waits, without blocking the engine, until the copies are done
 	 * (an error shows as a NAK from send_aeth). */
 	if (uroce_place_dirty(qp) && !uroce_place_kick(qp) && uroce_place_pending(qp)) {
-		if (!qp->resp.ack_now || qp->resp.ack_deadline != now + 2000)
-			qp->cnt->gpu_acks_deferred++;
+		qp->cnt->gpu_acks_deferred++;
 		qp->resp.ack_now = 1;
 		qp->resp.ack_deadline = now + 2000;
 		return;

@@ -90,7 +90,7 @@
 	X(gpu_stage_sync, "send windows copied out of GPU memory while the engine waited") \
 	X(gpu_prefetch_hits, "send windows served from a copy started ahead (prefetch)") \
 	X(gpu_wait_ns, "nanoseconds the engine thread waited for GPU copies")          \
-	X(gpu_acks_deferred, "ACKs deferred until their payload's GPU copies completed")
+	X(gpu_acks_deferred, "times a due ACK waited 2 us more for its payload's GPU copies")
 
 struct uroce_counters {
 #define X(n, d) uint64_t n;

@@ -193,7 +193,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 		if (k->gpu_place_copies || k->gpu_stage_copies)
 			uroce_info("%s: GPU memory: %lu copies (%lu bytes) in, %lu copies (%lu bytes) "
 				   "out, %lu of them waited for, %lu copied ahead; engine waited %.3f s; "
-				   "%lu ACKs deferred for copies",
+				   "%lu ACK waits for copies",
 				   ctx->dev.ibname, k->gpu_place_copies, k->gpu_place_bytes,
 				   k->gpu_stage_copies, k->gpu_stage_bytes, k->gpu_stage_sync,
 				   k->gpu_prefetch_hits, k->gpu_wait_ns / 1e9, k->gpu_acks_deferred);

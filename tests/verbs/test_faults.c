@@ -308,6 +308,12 @@ T_CASE(progress_settings_checked)
 	open_with("UROCE_STALL_US", "-1", 0);
 	open_with("UROCE_STALL_US", "2000000", 0);
 	open_with("UROCE_STALL_US", "10", 1);
+	open_with("UROCE_GPU_AHEAD", "yes", 0);
+	open_with("UROCE_GPU_AHEAD", "1", 1);
+	open_with("UROCE_GPU_RXBUFS", "1", 0);
+	open_with("UROCE_GPU_RXBUFS", "9", 0);
+	open_with("UROCE_GPU_RXBUFS", "4x", 0);
+	open_with("UROCE_GPU_RXBUFS", "8", 1);
 }
 
 /* A loaded host (UROCE_STALL_US: every engine turn loses the CPU 20 ms)
