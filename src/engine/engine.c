@@ -26,6 +26,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define TX_BATCH 64
@@ -145,6 +146,7 @@ struct uroce_engine {
 	struct iovec gso_iov[TX_BATCH * TX_IOV];
 	uint8_t gso_ctl[TX_BATCH][CMSG_SPACE(sizeof(uint16_t))];
 	unsigned gso_cnt[TX_BATCH];
+	uint8_t bounce[4096];        /* uroce_eng_bounce */
 
 	/* fault injection */
 	struct uroce_fault fault;
@@ -846,6 +848,34 @@ static int send_all(struct uroce_engine *e, struct mmsghdr *m, unsigned n, const
 		done++;
 	}
 	return 0;
+}
+
+/* A READ re-executed for a duplicate request (C9-104) reads memory whose
+ * owner may have let go of it since the first execution: the requester
+ * completed the READ from the first responses, the peer application was
+ * told so and freed the buffer. A NIC reads pinned pages, which outlive
+ * the unmap; here the range may no longer be mapped while the MR is still
+ * registered (UCX's registration cache deregisters after the munmap), and
+ * reading it directly killed the process (SIGSEGV in the ICRC, CI of
+ * 2026-12-07, mpi/loss-c-np2). process_vm_readv on our own pid reports
+ * EFAULT instead of faulting (process_vm_readv(2): no ptrace check for a
+ * process's own threads). Where seccomp refuses it (EPERM, ENOSYS), the
+ * copy is a plain one, as before. */
+const void *uroce_eng_bounce(struct uroce_engine *e, const void *src, size_t len)
+{
+	struct iovec to = { e->bounce, len }, from = { (void *)(uintptr_t)src, len };
+	ssize_t n;
+
+	if (len > sizeof(e->bounce))
+		return NULL;
+	n = process_vm_readv(getpid(), &to, 1, &from, 1, 0);
+	if (n == (ssize_t)len)
+		return e->bounce;
+	if (n < 0 && (errno == EPERM || errno == ENOSYS)) {
+		memcpy(e->bounce, src, len);
+		return e->bounce;
+	}
+	return NULL;
 }
 
 void uroce_eng_flush(struct uroce_engine *e)

@@ -604,6 +604,11 @@ struct uroce_txpkt {
 };
 void uroce_eng_send(struct uroce_engine *e, struct uroce_qp *qp, struct uroce_txpkt *p);
 void uroce_eng_flush(struct uroce_engine *e);
+/* len (<= 4096) bytes at src copied into the engine's bounce buffer
+ * without trusting that src is still mapped: the copy, or NULL when src
+ * is not readable (engine.c). The buffer holds one packet's payload:
+ * send it, then uroce_eng_flush, before the next call. */
+const void *uroce_eng_bounce(struct uroce_engine *e, const void *src, size_t len);
 uint64_t uroce_eng_now(struct uroce_engine *e);
 /* The engine's longest recent turn, wall time (engine.c, turn_lag). */
 uint64_t uroce_eng_lag_ns(const struct uroce_engine *e);

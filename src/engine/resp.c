@@ -1229,6 +1229,7 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 			struct uroce_txpkt tp;
 			struct iovec iov;
 			uint8_t *src;
+			int bounced = 0;
 
 			/* DCQCN paces READ responses as the QP's requests
 			 * (the engine wakes at cc.pace_until) */
@@ -1255,13 +1256,17 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 						      : uroce_stage(qp, mr, r->stage_key,
 								    r->va + r->sent, len,
 								    r->end - r->sent);
+				if (src && r->dup && mr->kind == UROCE_MEM_HOST) {
+					src = (uint8_t *)(uintptr_t)uroce_eng_bounce(e, src, len);
+					bounced = 1;
+				}
 				if (!src && r->dup) {
 					/* A re-executed READ whose MR went away
 					 * meanwhile: the requester retried too
 					 * early and had the first responses after
 					 * all, completed the READ, and the peer
-					 * application (told so) deregistered
-					 * the buffer (UCX's rendezvous: the ATS
+					 * application (told so) deregistered or
+					 * unmapped the buffer (UCX's rendezvous: the ATS
 					 * follows the READ's last response, then
 					 * the sender's buffer is freed). A
 					 * requester that still waits for these
@@ -1293,6 +1298,8 @@ void uroce_resp_progress(struct uroce_engine *e, struct uroce_qp *qp, uint64_t n
 				tp.paylen = len;
 			}
 			uroce_eng_send(e, qp, &tp);
+			if (bounced)
+				uroce_eng_flush(e); /* the bounce buffer is reused */
 			uroce_req_cc_sent(qp, now, tp.paylen);
 			budget--;
 			r->sent += len;

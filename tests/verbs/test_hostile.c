@@ -8,6 +8,7 @@
  * Needs CAP_NET_RAW; without it every injecting case is skipped. */
 #include <glob.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 
 #include "common.h"
 #include "counters.h"
@@ -817,6 +818,53 @@ T_CASE(dup_read_mr_gone_abandoned)
 	T_EQ_INT(tv_qp_state(f.p.a.qp), IBV_QPS_RTS);
 	fx_alive(&f, 109);
 	tv_buf_free(&big);
+	fx_close(&f);
+}
+
+/* The same, but the buffer is unmapped while its MR stays registered
+ * (UCX's registration cache deregisters after the munmap it hooks; a
+ * NIC would go on reading the pinned pages). The re-executed READ must
+ * not touch the unmapped range (it killed the process with SIGSEGV in
+ * the ICRC: CI of 2026-12-07, mpi/loss-c-np2); it is abandoned and
+ * both QPs stay in RTS. */
+T_CASE(dup_read_unmapped_abandoned)
+{
+	const uint32_t len = 1u << 20, npk = len / 1024;
+	struct ibv_mr *mr;
+	struct fx f;
+	struct hpkt h;
+	uint64_t a0, d0, r0;
+	void *p;
+
+	setenv("UROCE_CC_RATE_GBPS", "0.1", 1);
+	fx_open(&f);
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	T_ASSERT(p != MAP_FAILED);
+	memset(p, 0x5a, len);
+	mr = ibv_reg_mr(f.p.b.pd, p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	T_ASSERT(mr);
+	a0 = CNT(SIDE_B, read_resp_abandoned);
+	d0 = CNT(SIDE_B, dup_requests);
+	r0 = CNT(SIDE_A, rx_pkts);
+	memset(&h, 0, sizeof(h));
+	h.opcode = OP_READ_REQ;
+	h.pkey = DEFAULT_PKEY;
+	h.dqpn = f.dqpn;
+	h.psn = psn_add(f.epsn, PSN_MASK + 1 - npk - 8); /* wholly behind ePSN */
+	h.ackreq = 1;
+	h.reth = 1;
+	h.va = (uintptr_t)p;
+	h.rkey = mr->rkey;
+	h.dma_len = len;
+	inject(&f, f.sport, &h, 0);
+	WAIT_CNT(SIDE_B, dup_requests, d0 + 1);
+	WAIT_CNT(SIDE_A, rx_pkts, r0 + 2); /* responses are streaming */
+	T_EQ_INT(munmap(p, len), 0);
+	WAIT_CNT(SIDE_B, read_resp_abandoned, a0 + 1);
+	T_EQ_INT(tv_qp_state(f.p.b.qp), IBV_QPS_RTS);
+	T_EQ_INT(tv_qp_state(f.p.a.qp), IBV_QPS_RTS);
+	T_EQ_INT(ibv_dereg_mr(mr), 0);
+	fx_alive(&f, 110);
 	fx_close(&f);
 }
 
