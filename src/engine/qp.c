@@ -219,8 +219,10 @@ void uroce_qp_to_error(struct uroce_qp *qp)
 	 * state takes no more WQEs from it: Last WQE Reached. */
 	if (qp->srq && qp->eng_state != IBV_QPS_ERR)
 		uroce_async_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, &qp->qpx.qp_base);
+	/* qp->attr is left alone: the application reads it (ibv_query_qp)
+	 * without a lock while this runs on the engine thread; the state is
+	 * eng_state here and qp->state (atomic) for the application. */
 	qp->eng_state = IBV_QPS_ERR;
-	qp->attr.qp_state = IBV_QPS_ERR;
 	atomic_store(&qp->state, IBV_QPS_ERR);
 	qp->req.deadline = 0;
 	qp->resp.rd_len = 0;

@@ -742,6 +742,7 @@ struct qp_cmd {
 	struct ibv_qp_attr *attr;
 	int mask;
 	int ret;
+	enum ibv_qp_state cur;       /* the state the transition was checked from */
 };
 
 /* Binds the send socket to a free port P; the QPN is (engine slot << 16)
@@ -1249,7 +1250,8 @@ static int check_values(struct uroce_qp *qp, struct ibv_qp_attr *a, int mask)
 				return EINVAL;
 		}
 	}
-	if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != qp->attr.qp_state)
+	if ((mask & IBV_QP_CUR_STATE) &&
+	    a->cur_qp_state != (enum ibv_qp_state)atomic_load(&qp->state))
 		return EINVAL;
 	/* A controlled Q_Key (high bit set, IBA 10.2.5) is for privileged
 	 * users; the kernel's uverbs asks for CAP_NET_RAW. */
@@ -1264,10 +1266,18 @@ static void apply_fn(void *arg)
 	struct uroce_qp *qp = c->qp;
 	struct ibv_qp_attr *a = c->attr;
 	int mask = c->mask;
-	enum ibv_qp_state cur = qp->attr.qp_state;
+	enum ibv_qp_state cur = (enum ibv_qp_state)qp->eng_state;
 	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? a->qp_state : cur;
 
 	c->ret = 0;
+	/* The engine moved the QP to the error state after the caller
+	 * checked its transition (a fatal NAK, retries exhausted): only
+	 * the transitions allowed from any state still apply (IBA 10.3.1,
+	 * figure 124: to Reset and to Error). */
+	if (cur != c->cur && next != IBV_QPS_RESET && next != IBV_QPS_ERR) {
+		c->ret = EINVAL;
+		return;
+	}
 	if (next == IBV_QPS_RTR && cur == IBV_QPS_INIT && qp->type == IBV_QPT_UD) {
 		/* A datagram QP has no peer: it hears anyone at the device's
 		 * address, datagrams at most the port's active MTU. */
@@ -1438,7 +1448,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, in
 {
 	struct uroce_qp *qp = to_uqp(ibqp);
 	struct qp_cmd c = { .qp = qp, .attr = attr };
-	enum ibv_qp_state cur = qp->attr.qp_state, next;
+	enum ibv_qp_state cur = (enum ibv_qp_state)atomic_load(&qp->state), next;
 	struct transition t;
 	int extra, ret;
 
@@ -1452,6 +1462,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, in
 	else if (qp->type == IBV_QPT_XRC_RECV)
 		mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
 	c.mask = mask;
+	c.cur = cur;
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	if (next > IBV_QPS_ERR)
 		return EINVAL;

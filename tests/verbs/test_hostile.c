@@ -394,9 +394,50 @@ static void inject(const struct fx *f, uint16_t sport, const struct hpkt *h, uin
 	inject_raw(f, sport, buf, n + ICRC_LEN);
 }
 
+/* Injected packets leave no completion on b's side to synchronise with:
+ * the test sees b's engine write the target memory the way a program sees
+ * a NIC's DMA (ib_write_lat polls its buffer so). fx_sync orders what the
+ * engine did before it with what the test does after, as a completion
+ * would, for TSan too: deregistering an MR runs on each of b's engine
+ * threads and waits for them (in any QP state). */
+static void fx_sync(const struct fx *f)
+{
+	static uint8_t scratch[64];
+	struct ibv_mr *mr = ibv_reg_mr(f->p.b.pd, scratch, sizeof(scratch), IBV_ACCESS_LOCAL_WRITE);
+
+	T_ASSERT(mr);
+	T_EQ_INT(ibv_dereg_mr(mr), 0);
+}
+
+/* Up to 2 s for buf[0..n) to hold pattern positions [pos, pos+n) of seed,
+ * polled as a DMA target is: the reads race with the engine's writes by
+ * design and are hidden from TSan, as a NIC's writes would be; fx_sync
+ * after it, then check. */
+#if defined(__SANITIZE_THREAD__)
+__attribute__((no_sanitize_thread, noinline))
+#endif
+static void dma_wait_pattern(const volatile uint8_t *buf, size_t n, uint64_t seed, size_t pos)
+{
+	uint8_t want[PAYLEN * 3];
+	double t0 = tv_now();
+	size_t i;
+
+	if (n > sizeof(want))
+		n = sizeof(want);
+	tv_fill_at(want, n, seed, pos);
+	do {
+		for (i = 0; i < n && buf[i] == want[i]; i++)
+			;
+		if (i == n)
+			return;
+		tv_msleep(2);
+	} while (tv_now() - t0 < 2.0);
+}
+
 /* Target memory is still all canary. */
 static void fx_untouched(const struct fx *f)
 {
+	fx_sync(f);
 	T_CANARY(f->tgt.p, 0, TGT_LEN);
 }
 
@@ -409,6 +450,7 @@ static void fx_alive(struct fx *f, uint64_t seed)
 			  (uintptr_t)f->tgt.p + LIVE_OFF, f->tgt.mr->rkey, 0, IBV_SEND_SIGNALED),
 		 0);
 	tv_expect_wc_to(f->p.a.scq, f->p.a.qp, 77, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 10);
+	fx_sync(f); /* a's completion came through the network, unseen by TSan */
 	T_CANARY(f->tgt.p, 0, LIVE_OFF);
 	T_PATTERN(f->tgt.p + LIVE_OFF, PAYLEN, seed, 0);
 	T_CANARY(f->tgt.p, LIVE_OFF + PAYLEN, TGT_LEN - LIVE_OFF - PAYLEN);
@@ -428,13 +470,8 @@ T_CASE(positive_control_valid_write_is_placed)
 	rec = CNT(SIDE_B, icrc_id_recovered);
 	h = fx_write(&f);
 	inject(&f, f.sport, &h, 0);
-	{
-		double t0 = tv_now();
-
-		while (tv_check_at(f.tgt.p + HOST_OFF, PAYLEN, 0x4057113, 0) != (size_t)-1 &&
-		       tv_now() - t0 < 2.0)
-			tv_msleep(2);
-	}
+	dma_wait_pattern(f.tgt.p + HOST_OFF, PAYLEN, 0x4057113, 0);
+	fx_sync(&f);
 	T_CANARY(f.tgt.p, 0, HOST_OFF);
 	T_PATTERN(f.tgt.p + HOST_OFF, PAYLEN, 0x4057113, 0);
 	T_CANARY(f.tgt.p, HOST_OFF + PAYLEN, TGT_LEN - HOST_OFF - PAYLEN);
@@ -645,6 +682,7 @@ T_CASE(sr_ahead_placed_in_window_only)
 	inject(&f, f.sport, &h, 0);
 	WAIT_CNT(SIDE_B, sr_sacks_sent, s0 + 1);
 	T_EQ_INT(CNT(SIDE_B, sr_placed_ahead), a0 + 1);
+	fx_sync(&f);
 	T_ASSERTF(!memcmp(f.tgt.p + HOST_OFF, f.pay, PAYLEN), "WRITE 1000 ahead not placed");
 	/* restore the canary, then: wrong rkey, beyond the window, far ahead */
 	tv_canary(f.tgt.p, TGT_LEN);
@@ -731,14 +769,8 @@ T_CASE(foreign_source_port_delivered)
 					 buf, n));
 		inject_from(&f, f.lo, ports[i], (uint16_t)(0x100 + i), buf, n + ICRC_LEN);
 	}
-	{
-		double t0 = tv_now();
-
-		while (tv_check_at(f.tgt.p + HOST_OFF + 2 * PAYLEN, PAYLEN, 0x4057113, 0) !=
-			       (size_t)-1 &&
-		       tv_now() - t0 < 2.0)
-			tv_msleep(2);
-	}
+	dma_wait_pattern(f.tgt.p + HOST_OFF + 2 * PAYLEN, PAYLEN, 0x4057113, 0);
+	fx_sync(&f);
 	for (int i = 0; i < 3; i++)
 		T_PATTERN(f.tgt.p + HOST_OFF + (size_t)i * PAYLEN, PAYLEN, 0x4057113, 0);
 	T_EQ_INT(CNT(SIDE_B, icrc_id_recovered), rec + 3);
@@ -879,10 +911,8 @@ T_CASE(wrong_rkey_access_error_last)
 	fx_open(&f);
 	h = fx_write(&f);
 	inject(&f, f.sport, &h, 0);
-	t0 = tv_now();
-	while (tv_check_at(f.tgt.p + HOST_OFF, PAYLEN, 0x4057113, 0) != (size_t)-1 &&
-	       tv_now() - t0 < 2.0)
-		tv_msleep(2);
+	dma_wait_pattern(f.tgt.p + HOST_OFF, PAYLEN, 0x4057113, 0);
+	fx_sync(&f);
 	T_PATTERN(f.tgt.p + HOST_OFF, PAYLEN, 0x4057113, 0);
 	/* put the canary back so the next check covers the whole buffer */
 	tv_fill_at(f.tgt.p + HOST_OFF, PAYLEN, TV_CANARY, HOST_OFF);
@@ -901,6 +931,22 @@ T_CASE(wrong_rkey_access_error_last)
 	while (tv_qp_state(f.p.b.qp) != IBV_QPS_ERR && tv_now() - t0 < 2.0)
 		tv_msleep(2);
 	T_EQ_INT(tv_qp_state(f.p.b.qp), IBV_QPS_ERR);
+	{
+		/* the application sees the state the engine moved it to: an
+		 * RTS -> RTS modify no longer applies, and the QP's own
+		 * min_rnr_timer with IBV_QP_CUR_STATE RTS is refused too */
+		struct ibv_qp_attr a;
+		struct ibv_qp_init_attr ia;
+
+		T_EQ_INT(ibv_query_qp(f.p.b.qp, &a, IBV_QP_MIN_RNR_TIMER, &ia), 0);
+		T_EQ_INT(a.qp_state, IBV_QPS_ERR);
+		T_EQ_INT(ibv_modify_qp(f.p.b.qp, &a, IBV_QP_MIN_RNR_TIMER), EINVAL);
+		a.cur_qp_state = IBV_QPS_RTS;
+		T_EQ_INT(ibv_modify_qp(f.p.b.qp, &a, IBV_QP_CUR_STATE), EINVAL);
+		a.cur_qp_state = IBV_QPS_ERR;
+		a.qp_state = IBV_QPS_ERR;
+		T_EQ_INT(ibv_modify_qp(f.p.b.qp, &a, IBV_QP_STATE | IBV_QP_CUR_STATE), 0);
+	}
 	t_log("requester side: rem_access_errs %+lld (unsolicited NAK), state %d",
 	      (long long)(CNT(SIDE_A, rem_access_errs) - ea0), (int)tv_qp_state(f.p.a.qp));
 	/* a right-key WRITE after that is not placed either */
