@@ -2307,13 +2307,32 @@ static int cpus_allowed(void)
  * small allreduce a quarter lower (docs/performance.md). */
 #define PARK_US_DEFAULT 1000
 
+/* The environment's integer name in [lo, hi] into *v, or dflt when it is
+ * unset or empty; anything else fails the open with a message. */
+static int env_range(const char *name, unsigned long dflt, unsigned long lo, unsigned long hi,
+		     const char *what, unsigned long *v)
+{
+	const char *k = getenv(name);
+	char *end;
+
+	*v = dflt;
+	if (!k || !*k)
+		return 0;
+	errno = 0;
+	*v = strtoul(k, &end, 10);
+	if (errno || *end || *v < lo || *v > hi) {
+		uroce_err("%s=%s: expected %s from %lu to %lu", name, k, what, lo, hi);
+		return -1;
+	}
+	return 0;
+}
+
 /* UROCE_PROGRESS=auto|app|engine and UROCE_PARK_US (docs/design.md, "Who
  * runs the transport"). */
 static int progress_init(struct uroce_engine *e)
 {
-	const char *p = getenv("UROCE_PROGRESS"), *k = getenv("UROCE_PARK_US");
-	char *end;
-	unsigned long us = PARK_US_DEFAULT;
+	const char *p = getenv("UROCE_PROGRESS");
+	unsigned long us;
 	int n = cpus_allowed();
 
 	/* auto by default (docs/design.md, "Who runs the transport"): app
@@ -2344,14 +2363,8 @@ static int progress_init(struct uroce_engine *e)
 			return -1;
 		}
 	}
-	if (k && *k) {
-		errno = 0;
-		us = strtoul(k, &end, 10);
-		if (errno || *end || us < 16 || us > 1000000) {
-			uroce_err("UROCE_PARK_US=%s: expected microseconds from 16 to 1000000", k);
-			return -1;
-		}
-	}
+	if (env_range("UROCE_PARK_US", PARK_US_DEFAULT, 16, 1000000, "microseconds", &us))
+		return -1;
 	e->park_max_ns = us * 1000ull;
 	/* UROCE_REPLY_HOLD_US (docs/design.md, "ACK coalescing"): an
 	 * engine thread that spins after work holds the ACK of a completed
@@ -2359,51 +2372,24 @@ static int progress_init(struct uroce_engine *e)
 	 * one system call; never longer than the spin, so it never costs a
 	 * wakeup, and never in application progress (its held ACK waits for
 	 * the application's next turn instead). */
-	k = getenv("UROCE_REPLY_HOLD_US");
-	us = AUTO_REPLY_HOLD_US;
-	if (k && *k) {
-		errno = 0;
-		us = strtoul(k, &end, 10);
-		if (errno || *end || us > 1000000) {
-			uroce_err("UROCE_REPLY_HOLD_US=%s: expected microseconds from 0 to 1000000", k);
-			return -1;
-		}
-	}
+	if (env_range("UROCE_REPLY_HOLD_US", AUTO_REPLY_HOLD_US, 0, 1000000, "microseconds", &us))
+		return -1;
 	e->reply_hold_ns = !e->app_progress && e->spin_ns > us * 1000ull ? us * 1000ull : 0;
 	/* UROCE_STALL_US (fault injection, src/net/fault.h): every turn
 	 * loses the CPU this long, as on a host with more runnable threads
 	 * than cores. */
-	k = getenv("UROCE_STALL_US");
-	e->stall_ns = 0;
-	if (k && *k) {
-		errno = 0;
-		us = strtoul(k, &end, 10);
-		if (errno || *end || us > 1000000) {
-			uroce_err("UROCE_STALL_US=%s: expected microseconds from 0 to 1000000", k);
-			return -1;
-		}
-		e->stall_ns = us * 1000ull;
-	}
+	if (env_range("UROCE_STALL_US", 0, 0, 1000000, "microseconds", &us))
+		return -1;
+	e->stall_ns = us * 1000ull;
 	/* UROCE_GPU_AHEAD=0|1, UROCE_GPU_RXBUFS=2..8 (docs/design.md, "GPU
 	 * memory"): copying the next WQE's GPU bytes ahead, and the ring of
 	 * buffers for payload on its way into GPU memory. */
-	k = getenv("UROCE_GPU_AHEAD");
-	e->gpu_ahead = k && !strcmp(k, "1");
-	if (k && *k && strcmp(k, "0") && strcmp(k, "1")) {
-		uroce_err("UROCE_GPU_AHEAD=%s: expected 0 or 1", k);
+	if (env_range("UROCE_GPU_AHEAD", 0, 0, 1, "a switch", &us))
 		return -1;
-	}
-	k = getenv("UROCE_GPU_RXBUFS");
-	e->gpu_rxbufs = 2;
-	if (k && *k) {
-		errno = 0;
-		us = strtoul(k, &end, 10);
-		if (errno || *end || us < 2 || us > UROCE_RXS_MAX) {
-			uroce_err("UROCE_GPU_RXBUFS=%s: expected 2 to %d buffers", k, UROCE_RXS_MAX);
-			return -1;
-		}
-		e->gpu_rxbufs = (int)us;
-	}
+	e->gpu_ahead = (int)us;
+	if (env_range("UROCE_GPU_RXBUFS", 2, 2, UROCE_RXS_MAX, "buffers", &us))
+		return -1;
+	e->gpu_rxbufs = (int)us;
 	return 0;
 }
 

@@ -1267,7 +1267,8 @@ static void apply_fn(void *arg)
 	struct ibv_qp_attr *a = c->attr;
 	int mask = c->mask;
 	enum ibv_qp_state cur = (enum ibv_qp_state)qp->eng_state;
-	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? a->qp_state : cur;
+	/* without IBV_QP_STATE the caller asked to stay where it checked */
+	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? a->qp_state : c->cur;
 
 	c->ret = 0;
 	/* The engine moved the QP to the error state after the caller

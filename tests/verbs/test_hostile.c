@@ -808,6 +808,29 @@ T_CASE(ghost_nak_ignored_by_requester)
 	fx_close(&f);
 }
 
+/* Injects a READ of len bytes at va wholly behind b's ePSN (a duplicate,
+ * which b executes again: C9-104) and returns once its responses stream
+ * to a. */
+static void dup_read_streaming(struct fx *f, uint64_t va, uint32_t rkey, uint32_t len)
+{
+	uint64_t d0 = CNT(SIDE_B, dup_requests), r0 = CNT(SIDE_A, rx_pkts);
+	struct hpkt h;
+
+	memset(&h, 0, sizeof(h));
+	h.opcode = OP_READ_REQ;
+	h.pkey = DEFAULT_PKEY;
+	h.dqpn = f->dqpn;
+	h.psn = psn_add(f->epsn, PSN_MASK + 1 - len / 1024 - 8);
+	h.ackreq = 1;
+	h.reth = 1;
+	h.va = va;
+	h.rkey = rkey;
+	h.dma_len = len;
+	inject(f, f->sport, &h, 0);
+	WAIT_CNT(SIDE_B, dup_requests, d0 + 1);
+	WAIT_CNT(SIDE_A, rx_pkts, r0 + 2);
+}
+
 /* A duplicate READ is executed again (C9-104). If its MR is deregistered
  * while those responses still stream, the responder abandons them and
  * the QP stays in RTS: the requester had asked too early and completed
@@ -818,31 +841,16 @@ T_CASE(ghost_nak_ignored_by_requester)
  * the MR goes. */
 T_CASE(dup_read_mr_gone_abandoned)
 {
-	const uint32_t len = 1u << 20, npk = len / 1024;
+	const uint32_t len = 1u << 20;
 	struct tv_buf big;
 	struct fx f;
-	struct hpkt h;
-	uint64_t a0, d0, r0;
+	uint64_t a0;
 
 	setenv("UROCE_CC_RATE_GBPS", "0.1", 1);
 	fx_open(&f);
 	tv_buf_alloc(&big, f.p.b.pd, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 	a0 = CNT(SIDE_B, read_resp_abandoned);
-	d0 = CNT(SIDE_B, dup_requests);
-	r0 = CNT(SIDE_A, rx_pkts);
-	memset(&h, 0, sizeof(h));
-	h.opcode = OP_READ_REQ;
-	h.pkey = DEFAULT_PKEY;
-	h.dqpn = f.dqpn;
-	h.psn = psn_add(f.epsn, PSN_MASK + 1 - npk - 8); /* wholly behind ePSN */
-	h.ackreq = 1;
-	h.reth = 1;
-	h.va = (uintptr_t)big.p;
-	h.rkey = big.mr->rkey;
-	h.dma_len = len;
-	inject(&f, f.sport, &h, 0);
-	WAIT_CNT(SIDE_B, dup_requests, d0 + 1);
-	WAIT_CNT(SIDE_A, rx_pkts, r0 + 2); /* responses are streaming */
+	dup_read_streaming(&f, (uintptr_t)big.p, big.mr->rkey, len);
 	T_EQ_INT(ibv_dereg_mr(big.mr), 0);
 	big.mr = NULL;
 	WAIT_CNT(SIDE_B, read_resp_abandoned, a0 + 1);
@@ -861,11 +869,10 @@ T_CASE(dup_read_mr_gone_abandoned)
  * both QPs stay in RTS. */
 T_CASE(dup_read_unmapped_abandoned)
 {
-	const uint32_t len = 1u << 20, npk = len / 1024;
+	const uint32_t len = 1u << 20;
 	struct ibv_mr *mr;
 	struct fx f;
-	struct hpkt h;
-	uint64_t a0, d0, r0;
+	uint64_t a0;
 	void *p;
 
 	setenv("UROCE_CC_RATE_GBPS", "0.1", 1);
@@ -876,21 +883,7 @@ T_CASE(dup_read_unmapped_abandoned)
 	mr = ibv_reg_mr(f.p.b.pd, p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 	T_ASSERT(mr);
 	a0 = CNT(SIDE_B, read_resp_abandoned);
-	d0 = CNT(SIDE_B, dup_requests);
-	r0 = CNT(SIDE_A, rx_pkts);
-	memset(&h, 0, sizeof(h));
-	h.opcode = OP_READ_REQ;
-	h.pkey = DEFAULT_PKEY;
-	h.dqpn = f.dqpn;
-	h.psn = psn_add(f.epsn, PSN_MASK + 1 - npk - 8); /* wholly behind ePSN */
-	h.ackreq = 1;
-	h.reth = 1;
-	h.va = (uintptr_t)p;
-	h.rkey = mr->rkey;
-	h.dma_len = len;
-	inject(&f, f.sport, &h, 0);
-	WAIT_CNT(SIDE_B, dup_requests, d0 + 1);
-	WAIT_CNT(SIDE_A, rx_pkts, r0 + 2); /* responses are streaming */
+	dup_read_streaming(&f, (uintptr_t)p, mr->rkey, len);
 	T_EQ_INT(munmap(p, len), 0);
 	WAIT_CNT(SIDE_B, read_resp_abandoned, a0 + 1);
 	T_EQ_INT(tv_qp_state(f.p.b.qp), IBV_QPS_RTS);
