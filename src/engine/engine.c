@@ -2434,6 +2434,21 @@ static int eng_new(struct uroce_ctx *ctx, unsigned idx)
 		uroce_net_gso = 0;
 	if ((s = getenv("UROCE_GRO")) && !strcmp(s, "0"))
 		uroce_net_gro = 0;
+	/* The CRC was chosen when the library loaded (wire_crc_select); a
+	 * name it could not take is an error, or a warning when it only
+	 * lacks this CPU. */
+	if ((s = getenv("UROCE_CRC")) && *s && strcmp(s, "auto") && strcmp(s, wire_crc_name())) {
+		if (wire_crc_select(s) == -EINVAL) {
+			uroce_err("UROCE_CRC=%s: expected auto, zlib, isal or vpclmul", s);
+			free(e);
+			return EINVAL;
+		}
+		if (!idx)
+			uroce_warn("UROCE_CRC=%s: not in this build or CPU; using %s", s,
+				   wire_crc_name());
+	}
+	if (!idx)
+		uroce_info("ICRC: %s CRC-32", wire_crc_name());
 	if (uroce_fault_init(&e->fault) || queue_mark_init(e) || rx_rate_init(e)) {
 		free(e);
 		return EINVAL;

@@ -182,6 +182,14 @@ struct wire_ip4 {
  * without its ICRC (the first iovec must start with the BTH). */
 uint32_t wire_icrc_v4(const struct wire_ip4 *ip, const struct iovec *iov, int iovcnt);
 uint32_t wire_crc32(uint32_t crc, const void *buf, size_t len);
+/* The CRC-32 implementation wire_crc32 uses: "zlib", "isal" (ISA-L, where
+ * built with it) or "vpclmul" (a 256-bit carry-less fold, x86-64 with
+ * AVX2 and VPCLMULQDQ). At load the fastest one this CPU has, or the one
+ * UROCE_CRC names. wire_crc_select(NULL or "auto") goes back to the
+ * automatic choice; 0, -EINVAL for an unknown name, -ENOTSUP for one this
+ * build or CPU lacks. Not thread-safe: call it before any traffic. */
+int wire_crc_select(const char *name);
+const char *wire_crc_name(void);
 
 /* IPv4 ID recovery for received packets: a UDP socket does not see the IP
  * ID, which the ICRC covers. CRC-32 is affine over GF(2), so a received
