@@ -68,7 +68,8 @@ TLIB_SRCS  := $(sort $(wildcard tests/lib/*.c))
 
 .PHONY: fuzz bench-gpu bench-loss all deps test-deps demo test test-unit test-verbs test-clients bench clean lint check-abi
 all: deps $(LIB) $(BUILD)/lib/libibverbs.so $(CLI) $(TOPO) $(UNIT_BINS) $(VERBS_BINS) $(BUILD)/bench/gpu_bw $(BUILD)/bench/loss_bw \
-     $(BUILD)/bench/incast $(BUILD)/bench/udp_gso $(BUILD)/bench/pingpong $(BUILD)/bench/idle_qps
+     $(BUILD)/bench/incast $(BUILD)/bench/udp_gso $(BUILD)/bench/pingpong $(BUILD)/bench/idle_qps \
+     $(BUILD)/bench/crc_speed
 
 deps:
 	@scripts/deps.sh build
@@ -234,6 +235,10 @@ $(BUILD)/bench/incast: bench/incast.c $(LIB) src/obs/counters.h
 $(BUILD)/bench/udp_gso: bench/udp_gso.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS_SAN) -o $@ $<
+
+$(BUILD)/bench/crc_speed: bench/crc_speed.c $(ARCHIVE)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Isrc/wire $(LDFLAGS_SAN) -o $@ $< $(ARCHIVE) $(LIB_LIBS)
 
 $(BUILD)/bench/pingpong: bench/pingpong.c
 	@mkdir -p $(dir $@)

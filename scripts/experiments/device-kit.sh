@@ -6,7 +6,7 @@
 # installed):
 #   bash scripts/experiments/device-kit.sh
 # .device/bench (bench-device.sh, lat-device.sh, profile-1qp.sh):
-#   bin/   perftest's ib_* programs, iperf3, sockperf, ip
+#   bin/   perftest's ib_* programs, iperf3, sockperf, ip (and perf, if here)
 #   lib/   searched first: what a minimal Ubuntu lacks (libisal for uroce's
 #          libibverbs, perftest's libmlx5/libefa/libpci/libnl, libiperf...)
 #   lib2/  searched last: Debian's copies of common libraries
@@ -27,6 +27,8 @@ for p in $PROGS; do
 	f=$(command -v "$p") || { echo "device-kit: no $p here (bash scripts/deps.sh bench)" >&2; exit 1; }
 	cp -L "$f" "$B/bin/"
 done
+# perf, where installed (profile-1qp.sh records the engine threads with it)
+if f=$(command -v perf); then cp -L "$f" "$B/bin/"; fi
 # the libraries they load, transitively (ldd resolves the closure), and
 # libisal, which uroce's libibverbs links; perftest's providers as well
 libs=$( { for p in "$B"/bin/*; do ldd "$p"; done; ldd build/lib/libibverbs.so.1
