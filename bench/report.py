@@ -396,6 +396,18 @@ machine = {"cores": os.cpu_count(), "cpu_model": cpu_model(), "kernel": platform
            "governor": read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor").strip() or None,
            "python": platform.python_version()}
 
+def crc_note(st):
+    """Which CRC-32 the ICRC ran on, and its speed on 4 KiB here."""
+    c = st.get("crc")
+    if not isinstance(c, dict):
+        return ""
+    env = st.get("crc_env", "auto")
+    name = c.get("auto") if env in ("", "auto") else env
+    speed = (c.get(name) or {}).get("4096")
+    return (f" ICRC: {name} CRC-32" + (f" ({speed:.1f} GB/s on 4 KiB, bench/crc_speed)" if speed else "")
+            + ".")
+
+
 # ---------------------------------------------------------------- markdown
 def lat(p, tool, size, f="typical"):
     return S[p]["lat_us"].get(tool, {}).get(str(size), {}).get(f)
@@ -456,7 +468,7 @@ md.append(f"{'Quick (BENCH_QUICK=1)' if st.get('quick') else 'Full'} run, "
 md.append(f"Machine: {machine['cores']} cores, {machine['cpu_model']}, kernel {machine['kernel']}, {machine['mem_mib']} MiB; "
           f"load average {st.get('loadavg_start', '?')} at the start, {st.get('loadavg_end', '?')} at the end. "
           f"perftest {st.get('versions', {}).get('perftest', '?')}, iperf3 {st.get('versions', {}).get('iperf3', '?')}, "
-          f"sockperf {st.get('versions', {}).get('sockperf', '?')}.")
+          f"sockperf {st.get('versions', {}).get('sockperf', '?')}." + crc_note(st))
 md.append("")
 md += rows
 md.append("")

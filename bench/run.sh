@@ -424,8 +424,14 @@ case $BUILD/ in "$TOP"/*) ;; *) SRC=$(dirname "$BUILD") ;; esac
 COMMIT=${BENCH_COMMIT:-$(git -C "$SRC" rev-parse HEAD 2>/dev/null || echo unknown)}
 DIRTY=false
 [ -z "${BENCH_COMMIT:-}" ] && [ -n "$(git -C "$SRC" status --porcelain --untracked-files=no 2>/dev/null)" ] && DIRTY=true
+# the CRC the ICRC ran on (UROCE_CRC, auto's pick) and its speed here
+CRC_JSON=null
+if [ -x "$BUILD/bench/crc_speed" ]; then
+	CRC_JSON=$("$BUILD/bench/crc_speed" 0.05 2>/dev/null | tail -n 1)
+	case $CRC_JSON in "{"*) ;; *) CRC_JSON=null ;; esac
+fi
 cat >"$LOGS/settings.json" <<EOF
-{"run_id":"$RUN_ID","quick":$([ "$QUICK" = 1 ] && echo true || echo false),"repeat":$REPEAT,
+{"crc":$CRC_JSON,"crc_env":"${UROCE_CRC:-auto}","run_id":"$RUN_ID","quick":$([ "$QUICK" = 1 ] && echo true || echo false),"repeat":$REPEAT,
  "paths":"${WANT_PATHS[*]}","sizes":"$SIZES","lat_sizes":"$LAT_SIZES","qps":"$QPS_LIST",
  "sweep_secs":$BENCH_D,"iperf_secs":$IPERF_T,"sockperf_secs":$SOCKPERF_T,"cpu_iters":$CPU_N,"lat_iters":$LAT_N,
  "idle_secs":$IDLE_S,"sockperf_pinned":$SOCKPERF_PIN,"started":"$T_BEGIN","ended":"$T_END","elapsed_s":$ELAPSED,
