@@ -545,11 +545,12 @@ struct uroce_engine *uroce_eng_cur(void);
  * first engine when another cannot start. */
 struct uroce_engine *uroce_eng_pick(struct uroce_ctx *ctx);
 struct uroce_counters *uroce_eng_counters(struct uroce_engine *e);
-/* Tells the engine a QP has new work (posted WQEs). Lock-free; returns 1
- * when it had to wake the engine (one eventfd write, a system call). */
-/* 0: the engine is awake; 1: woken with a system call; 2: this thread
- * did the engine's turn itself (UROCE_PROGRESS=app) */
-int uroce_eng_doorbell(struct uroce_qp *qp);
+/* Tells the engine a QP has new send (or flush) work. Lock-free. behind: other WQEs of the QP were
+ * outstanding before these, so a polling application will take a turn
+ * soon (the post may be left to it). 0 when nothing was done here; 1 the
+ * engine thread was woken; 2 sent from this thread's turn; 3 left to the
+ * poller's next turn. */
+int uroce_eng_doorbell(struct uroce_qp *qp, int behind);
 /* UROCE_PROGRESS=app (the default): an application thread in
  * ibv_poll_cq/ibv_post_send runs the engine's turn itself when the engine
  * is idle (1 if it did); polling 0: a poll of an armed CQ, which reads

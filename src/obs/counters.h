@@ -82,7 +82,8 @@
 	X(timeouts_deferred, "local ACK timeouts not judged: the engine's own turns were too slow") \
 	X(read_resp_abandoned, "re-executed READ responses abandoned: the MR went away meanwhile") \
 	X(park_skips, "engine thread wakeups that parked again: an application thread had taken turns") \
-	X(full_poll_turns, "turns taken by polls that found completions (every 16th such poll)") \
+	X(full_poll_turns, "turns taken by polls that found completions (every 16th such poll, or posts waited)") \
+	X(posts_deferred, "posts left to a polling application's next turn, sent together") \
 	X(gpu_place_copies, "copies of received payload into GPU memory started")     \
 	X(gpu_place_bytes, "bytes copied into GPU memory (received payload)")         \
 	X(gpu_stage_copies, "copies of GPU memory into staging buffers, to send it")  \

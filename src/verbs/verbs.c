@@ -1547,7 +1547,7 @@ static int opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct uroce_qp *qp = to_uqp(ibqp);
-	int st = atomic_load(&qp->state), ret = 0, posted = 0;
+	int st = atomic_load(&qp->state), ret = 0, posted = 0, behind = 0;
 
 	/* ibv_post_send(3): the QP must be at least RTS (ERR flushes); an XRC
 	 * target has no send queue. */
@@ -1592,6 +1592,8 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 			ret = ENOMEM;
 			break;
 		}
+		if (!posted)
+			behind = head != atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
 		w = &qp->sq[head & (qp->sq_size - 1)];
 		w->wr_id = wr->wr_id;
 		w->opcode = wr->opcode;
@@ -1650,9 +1652,10 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	}
 	pthread_spin_unlock(&qp->sq_lock);
 	if (posted) {
-		int r = uroce_eng_doorbell(qp);
+		int r = uroce_eng_doorbell(qp, behind);
 
-		uroce_trace("doorbell", "qpn=0x%x syscall=%d turn=%d", qp->qpn, r == 1, r == 2);
+		uroce_trace("doorbell", "qpn=0x%x syscall=%d turn=%d deferred=%d", qp->qpn, r == 1,
+			    r == 2, r == 3);
 	}
 	if (ret)
 		*bad = wr;
@@ -1672,7 +1675,7 @@ static int post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_rec
 	uroce_trace("post_recv", "qpn=0x%x wr_id=%llu", qp->qpn,
 		    wr ? (unsigned long long)wr->wr_id : 0ull);
 	if (st == IBV_QPS_ERR)
-		uroce_eng_doorbell(qp); /* flush them */
+		uroce_eng_doorbell(qp, 0); /* flush them */
 	return ret;
 }
 

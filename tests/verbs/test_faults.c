@@ -823,6 +823,114 @@ T_CASE(full_polls_take_every_16th_turn)
 	tv_pair_close(&p);
 }
 
+/* UROCE_PROGRESS=app: a post behind outstanding work of its QP, while the
+ * application polls, is left to the poller's next turn, which sends the
+ * run in one system call (engine.c, uroce_eng_doorbell). perftest's
+ * pattern: one WR per ibv_post_send up to a depth, a poll, again. Every
+ * WRITE must land, every signaled one complete, and some posts must have
+ * waited (counter posts_deferred). */
+T_CASE(posts_behind_wait_for_the_poll)
+{
+	enum { N = 400, MSG = 8, DEPTH = 32, SIG = 8 };
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	uint64_t d0, posted = 0, done = 0;
+
+	o.sq_sig_all = 0;
+	setenv("UROCE_PROGRESS", "app", 1);
+	ping_open(&p, &o, &a, &b, N * MSG / 2);
+	for (int i = 0; i < N; i++)
+		tv_fill_at(a.p + (size_t)i * MSG, MSG, 77, (size_t)i * MSG);
+	d0 = TV_COUNTER(posts_deferred);
+	while (done < N) {
+		struct ibv_wc wc[16];
+		int n;
+
+		while (posted < N && posted - done < DEPTH) {
+			unsigned fl = (posted % SIG == SIG - 1) ? IBV_SEND_SIGNALED : 0;
+
+			T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, posted, &a, posted * MSG, MSG,
+					  (uintptr_t)b.p + posted * MSG, b.mr->rkey, 0, fl), 0);
+			posted++;
+		}
+		n = ibv_poll_cq(p.a.scq, 16, wc);
+		T_GE_INT(n, 0);
+		for (int i = 0; i < n; i++) {
+			T_EQ_INT(wc[i].status, IBV_WC_SUCCESS);
+			T_EQ_U64(wc[i].wr_id, done + SIG - 1);
+			done += SIG;
+		}
+	}
+	d0 = TV_COUNTER(posts_deferred) - d0;
+	printf("  %d posts, %llu left to the next poll\n", N, (unsigned long long)d0);
+	T_PATTERN(b.p, N * MSG, 77, 0);
+	T_GE_INT(d0, 1);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+}
+
+/* B's memory, polled outside TSan's view: the WRITE's bytes arrive by the
+ * peer engine's DMA, with no completion on B's side to synchronise with. */
+#if defined(__SANITIZE_THREAD__)
+__attribute__((no_sanitize_thread, noinline))
+#endif
+static int wait_bytes(const volatile uint8_t *buf, const uint8_t *want, size_t n, double secs)
+{
+	double t0 = tv_now();
+
+	do {
+		size_t i;
+
+		for (i = 0; i < n && buf[i] == want[i]; i++)
+			;
+		if (i == n)
+			return 1;
+		usleep(200);
+	} while (tv_now() - t0 < secs);
+	return 0;
+}
+
+/* A post left to the poller's turn goes even if the poller never polls
+ * again: the parked engine thread sends it when its park ends
+ * (UROCE_PARK_US, 20 ms here). A polls once, posts a 2 MiB WRITE (more
+ * than one window: outstanding after the post's turn, whatever the
+ * timing) and a 64-byte one behind it, then never touches its CQ while
+ * both WRITEs' bytes are awaited at B. */
+T_CASE(deferred_post_goes_without_a_poll)
+{
+	enum { BIG = 2 << 20, MSG = 64 };
+	struct tv_opts o = tv_opts_default();
+	struct tv_pair p;
+	struct tv_buf a, b;
+	struct ibv_wc wc;
+	uint64_t d0;
+	int ok;
+
+	setenv("UROCE_PROGRESS", "app", 1);
+	setenv("UROCE_PARK_US", "20000", 1);
+	ping_open(&p, &o, &a, &b, BIG);
+	tv_fill(a.p, BIG + MSG, 91);
+	d0 = TV_COUNTER(posts_deferred);
+	T_EQ_INT(ibv_poll_cq(p.a.scq, 1, &wc), 0); /* A is a poller */
+	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, 1, &a, 0, BIG, (uintptr_t)b.p, b.mr->rkey, 0,
+			  0), 0);
+	T_EQ_INT(tv_post1(p.a.qp, IBV_WR_RDMA_WRITE, 2, &a, BIG, MSG, (uintptr_t)b.p + BIG,
+			  b.mr->rkey, 0, 0), 0);
+	d0 = TV_COUNTER(posts_deferred) - d0;
+	ok = wait_bytes(b.p, a.p, BIG + MSG, 10);
+	printf("  posts left to a poll: %llu; both WRITEs %s without one\n",
+	       (unsigned long long)d0, ok ? "landed" : "did NOT land");
+	T_EQ_U64(d0, 1);
+	T_ASSERT(ok);
+	tv_expect_wc(p.a.scq, p.a.qp, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	tv_expect_wc(p.a.scq, p.a.qp, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	tv_buf_free(&a);
+	tv_buf_free(&b);
+	tv_pair_close(&p);
+}
+
 struct poll_arg {
 	struct ibv_cq *cq;
 	atomic_int polling;
