@@ -108,6 +108,7 @@ struct uroce_engine {
 	atomic_uint full_polls;      /* polls that found completions (no turn) */
 	atomic_uint deferred;        /* posts left to the poller's next turn (doorbell) */
 	unsigned post_batch;         /* at most this many in a row (UROCE_POST_BATCH) */
+	_Atomic uint64_t last_post_ns; /* the last doorbell's time: a burst of posts? */
 	_Atomic(struct uroce_qp *) db_head;
 
 	pthread_mutex_t cmd_lock;
@@ -285,17 +286,23 @@ int uroce_eng_doorbell(struct uroce_qp *qp, int behind)
 			qp->db_next = old;
 		} while (!atomic_compare_exchange_weak(&e->db_head, &old, qp));
 	}
-	/* A post behind outstanding work of its QP, while an application
-	 * thread polls, is left to that poller's next turn (up to UROCE_POST_BATCH,
-	 * in a row): the turn then sends them all in one sendmmsg, same-sized
-	 * packets glued by UDP GSO, instead of a system call per post
-	 * (perftest posts one WR per ibv_post_send: ib_write_bw -s 8 on 2
-	 * cores made 0.12 million messages a second, docs/performance.md).
-	 * The poll takes a turn whenever doorbells wait (uroce_eng_polled),
-	 * and if nobody polls again the parked engine thread takes them
-	 * within UROCE_PARK_US. A post with nothing outstanding goes at
-	 * once: a ping-pong never waits. */
-	if (behind && e->app_progress && app_polls_at(e, uroce_now_ns()) &&
+	/* A one-packet post in a burst (another post came since the last
+	 * poll) behind outstanding work of its QP, while an application thread polls, is
+	 * left to that poller's next turn (up to UROCE_POST_BATCH in a row):
+	 * the turn then sends them all in one sendmmsg, same-sized packets
+	 * glued by UDP GSO, instead of a system call per post (perftest posts
+	 * one WR per ibv_post_send: ib_write_bw -s 8 on 2 cores made 0.12
+	 * million messages a second, docs/performance.md). The poll takes a
+	 * turn whenever doorbells wait (uroce_eng_polled), and if nobody polls
+	 * again the parked engine thread takes them within UROCE_PARK_US.
+	 * The first post after a poll goes at once: a ping-pong's or a
+	 * collective step's one message never waits (deferring those made a
+	 * 2-rank MPI_Allreduce of 8 B 60% slower). */
+	uint64_t now = uroce_now_ns();
+	uint64_t prev = atomic_exchange_explicit(&e->last_post_ns, now, memory_order_relaxed);
+
+	if (behind && e->app_progress && app_polls_at(e, now) &&
+	    prev > atomic_load_explicit(&e->app_poll_ns, memory_order_relaxed) &&
 	    atomic_fetch_add_explicit(&e->deferred, 1, memory_order_relaxed) < e->post_batch) {
 		/* posting threads may race: the one counter not under the turn */
 		__atomic_fetch_add(&e->cnt->posts_deferred, 1, __ATOMIC_RELAXED);

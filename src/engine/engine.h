@@ -545,9 +545,10 @@ struct uroce_engine *uroce_eng_cur(void);
  * first engine when another cannot start. */
 struct uroce_engine *uroce_eng_pick(struct uroce_ctx *ctx);
 struct uroce_counters *uroce_eng_counters(struct uroce_engine *e);
-/* Tells the engine a QP has new send (or flush) work. Lock-free. behind: other WQEs of the QP were
- * outstanding before these, so a polling application will take a turn
- * soon (the post may be left to it). 0 when nothing was done here; 1 the
+/* Tells the engine a QP has new send (or flush) work. Lock-free. behind:
+ * a one-packet message, with other WQEs of the QP outstanding before it,
+ * so a polling application will take a turn soon (the post may be left
+ * to it when it comes in a burst). 0 when nothing was done here; 1 the
  * engine thread was woken; 2 sent from this thread's turn; 3 left to the
  * poller's next turn. */
 int uroce_eng_doorbell(struct uroce_qp *qp, int behind);

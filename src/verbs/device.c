@@ -181,7 +181,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 			   "drops malformed %lu qpn %lu state %lu tx_full %lu acks tx/rx %lu/%lu "
 			   "ecn %lu (queue %lu) cnp tx/rx %lu/%lu rate_cuts %lu pace_waits %lu "
 			   "sock_drops %lu ooo_held %lu gaps_filled %lu tail_probes %lu "
-			   "rd_abandoned %lu",
+			   "rd_abandoned %lu posts_deferred %lu",
 			   ctx->dev.ibname, k->tx_pkts, k->rx_pkts, k->retrans_pkts, k->timeouts,
 			   k->seq_naks_sent, k->seq_naks_rcvd, k->rnr_naks_sent, k->rnr_naks_rcvd,
 			   k->dup_requests, k->dup_responses, k->implied_naks, k->icrc_errors,
@@ -189,7 +189,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 			   k->acks_sent, k->acks_rcvd, k->ecn_marked, k->ecn_queue_marked,
 			   k->cnp_sent, k->cnp_handled, k->cc_rate_cuts, k->cc_pace_waits,
 			   k->rx_sock_drops, k->ooo_held, k->gap_filled, k->tail_probes,
-			   k->read_resp_abandoned);
+			   k->read_resp_abandoned, k->posts_deferred);
 		if (k->gpu_place_copies || k->gpu_stage_copies)
 			uroce_info("%s: GPU memory: %lu copies (%lu bytes) in, %lu copies (%lu bytes) "
 				   "out, %lu of them waited for, %lu copied ahead; engine waited %.3f s; "

@@ -1592,8 +1592,12 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 			ret = ENOMEM;
 			break;
 		}
+		/* a message of one packet behind others of the QP may wait for
+		 * the poller's turn (uroce_eng_doorbell); a longer one fills
+		 * its own GSO run and goes at once */
 		if (!posted)
-			behind = head != atomic_load_explicit(&qp->sq_tail, memory_order_relaxed);
+			behind = head != atomic_load_explicit(&qp->sq_tail, memory_order_relaxed) &&
+				 len <= qp->pmtu;
 		w = &qp->sq[head & (qp->sq_size - 1)];
 		w->wr_id = wr->wr_id;
 		w->opcode = wr->opcode;
