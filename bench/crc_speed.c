@@ -33,6 +33,7 @@ int main(int argc, char **argv)
 
 	if (!buf || !(secs > 0)) {
 		fprintf(stderr, "usage: crc_speed [SECONDS_PER_POINT > 0]\n");
+		free(buf);
 		return 2;
 	}
 	for (size_t i = 0; i < nbuf; i++) {
@@ -77,5 +78,6 @@ int main(int argc, char **argv)
 		printf("}");
 	}
 	printf("}\n");
+	free(buf);
 	return 0;
 }
