@@ -434,10 +434,18 @@ static inline struct uroce_ah *to_uah(struct ibv_ah *a)
 }
 
 /* Asynchronous events of a context. */
+/* The async event queue (ibv_get_async_event). Objects whose events were
+ * handed out and not yet acknowledged are in out[]: destroying one waits
+ * for the acknowledgement (ibv_get_async_event(3)), and its events still
+ * queued are dropped (uroce_async_forget). */
+#define UROCE_ASYNC_OUT 64
 struct uroce_async {
 	pthread_mutex_t lock;
+	pthread_cond_t acked;
 	struct ibv_async_event *q;
 	uint32_t cap, head, len;
+	const void *out[UROCE_ASYNC_OUT];
+	uint32_t nout;
 	int efd;                     /* context.async_fd, an eventfd (semaphore) */
 };
 
@@ -657,6 +665,13 @@ enum ibv_wc_opcode uroce_wc_opcode(uint32_t op);
 void uroce_qp_to_error(struct uroce_qp *qp);
 void uroce_qp_flush(struct uroce_qp *qp);
 void uroce_async_event(struct uroce_ctx *ctx, enum ibv_event_type type, void *obj);
+/* The QP, CQ or SRQ an event is about (NULL: port or device). */
+const void *uroce_async_obj(const struct ibv_async_event *ev);
+/* Before an object is freed (ibv_destroy_qp/cq/srq): its queued events are
+ * dropped, and events of it that the application holds unacknowledged are
+ * waited for, as rdma-core does (at most 5 s, then a warning), so that no
+ * event ever points at freed memory. */
+void uroce_async_forget(struct uroce_ctx *ctx, const void *obj);
 int uroce_rq_empty(const struct uroce_rq *rq);
 struct uroce_rwqe *uroce_rq_peek(struct uroce_rq *rq);
 void uroce_rq_pop(struct uroce_rq *rq);

@@ -121,6 +121,68 @@ void uroce_async_event(struct uroce_ctx *ctx, enum ibv_event_type type, void *ob
 	}
 }
 
+const void *uroce_async_obj(const struct ibv_async_event *ev)
+{
+	switch (ev->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		return ev->element.cq;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		return ev->element.srq;
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_DEVICE_FATAL:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		return NULL;
+	default:
+		return ev->element.qp;
+	}
+}
+
+/* UCX moves its QPs on an SRQ to the error state and destroys them at
+ * once; the Last WQE Reached event of the first step then reached its
+ * async thread after the second, which read the freed QP (SIGSEGV in
+ * uct_ib_handle_async_event, CI of 2026-12-08, mpi/c-np8). The kernel
+ * drops a destroyed object's pending events (ib_uverbs_release_uevent)
+ * and libibverbs waits for the acknowledgement of those handed out. */
+void uroce_async_forget(struct uroce_ctx *ctx, const void *obj)
+{
+	struct uroce_async *a = &ctx->async;
+	uint32_t k = 0;
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(&a->lock);
+	for (uint32_t i = 0; i < a->len; i++) {
+		struct ibv_async_event *ev = &a->q[(a->head + i) % a->cap];
+
+		if (uroce_async_obj(ev) != obj)
+			a->q[(a->head + k++) % a->cap] = *ev;
+	}
+	/* the eventfd keeps its count: ibv_get_async_event skips tokens
+	 * that find the queue empty */
+	a->len = k;
+	for (;;) {
+		uint32_t i;
+
+		for (i = 0; i < a->nout && a->out[i] != obj; i++)
+			;
+		if (i == a->nout)
+			break;
+		if (pthread_cond_timedwait(&a->acked, &a->lock, &until)) {
+			uroce_warn("destroying an object whose async event was never acknowledged "
+				   "(ibv_ack_async_event)");
+			a->out[i] = a->out[--a->nout];
+		}
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
 int uroce_rq_empty(const struct uroce_rq *rq)
 {
 	return atomic_load_explicit(&rq->tail, memory_order_relaxed) ==

@@ -128,6 +128,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	pthread_mutex_init(&c->mutex, NULL);
 	ctx->vctx.sz = sizeof(ctx->vctx);
 	pthread_mutex_init(&ctx->async.lock, NULL);
+	pthread_cond_init(&ctx->async.acked, NULL);
 	ctx->async.efd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	c->async_fd = ctx->async.efd;
 	c->cmd_fd = eventfd(0, EFD_CLOEXEC);
@@ -205,6 +206,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 		free(ctx->cntf);
 	close(ctx->async.efd);
 	close(context->cmd_fd);
+	pthread_cond_destroy(&ctx->async.acked);
 	free(ctx->async.q);
 	free(ctx->xsrq);
 	free(ctx);
@@ -424,24 +426,57 @@ UROCE_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_asy
 	struct uroce_async *a = &to_uctx(context)->async;
 	uint64_t v;
 
-	if (read(a->efd, &v, sizeof(v)) != sizeof(v))
-		return -1;
-	pthread_mutex_lock(&a->lock);
-	if (!a->len) {
+	for (;;) {
+		const void *obj;
+
+		if (read(a->efd, &v, sizeof(v)) != sizeof(v))
+			return -1;
+		pthread_mutex_lock(&a->lock);
+		if (!a->len) {
+			/* its event was dropped with its object
+			 * (uroce_async_forget): wait for the next one */
+			pthread_mutex_unlock(&a->lock);
+			continue;
+		}
+		*event = a->q[a->head];
+		a->head = (a->head + 1) % a->cap;
+		a->len--;
+		obj = uroce_async_obj(event);
+		if (obj && a->nout < UROCE_ASYNC_OUT)
+			a->out[a->nout++] = obj;
 		pthread_mutex_unlock(&a->lock);
-		errno = EAGAIN;
-		return -1;
+		return 0;
 	}
-	*event = a->q[a->head];
-	a->head = (a->head + 1) % a->cap;
-	a->len--;
-	pthread_mutex_unlock(&a->lock);
-	return 0;
 }
 
 UROCE_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 {
-	(void)event;
+	struct uroce_async *a;
+	const void *obj;
+
+	if (!event || !(obj = uroce_async_obj(event)))
+		return;
+	/* the object's context: every object's first member chain starts
+	 * with its ibv_context */
+	switch (event->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		a = &to_uctx(event->element.cq->context)->async;
+		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		a = &to_uctx(event->element.srq->context)->async;
+		break;
+	default:
+		a = &to_uctx(event->element.qp->context)->async;
+	}
+	pthread_mutex_lock(&a->lock);
+	for (uint32_t i = 0; i < a->nout; i++)
+		if (a->out[i] == obj) {
+			a->out[i] = a->out[--a->nout];
+			pthread_cond_broadcast(&a->acked);
+			break;
+		}
+	pthread_mutex_unlock(&a->lock);
 }
 
 UROCE_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)

@@ -502,6 +502,7 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	if (atomic_load(&cq->refs))
 		return EBUSY;
 	uroce_eng_call(to_uctx(ibcq->context), engine_barrier_fn, NULL);
+	uroce_async_forget(to_uctx(ibcq->context), ibcq);
 	if (cq->chan) {
 		cq_unqueue_events(cq);
 		cq->chan->ch.refcnt--;
@@ -724,6 +725,7 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 		atomic_fetch_sub(&srq->cq->refs, 1);
 	}
 	atomic_fetch_sub(&srq->pd->refs, 1);
+	uroce_async_forget(to_uctx(ibsrq->context), ibsrq);
 	rq_fini(&srq->rq);
 	free(srq);
 	return 0;
@@ -1013,6 +1015,8 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		return EBUSY;
 
 	uroce_eng_call_qp(qp, destroy_fn, qp);
+	/* no event of it may outlive it (UCX read a freed QP's) */
+	uroce_async_forget(qp->ctx, ibqp);
 	if (qp->type == IBV_QPT_XRC_RECV) {
 		/* pd, rcq and srq were its last request's SRQ's, not its own */
 		atomic_fetch_sub(&qp->xrcd->refs, 1);

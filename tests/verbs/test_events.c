@@ -4,6 +4,7 @@
 #include "common.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/epoll.h>
 
 static int fd_readable(int fd, int ms)
@@ -356,6 +357,122 @@ T_CASE(async_fd_nonblocking_eagain)
 	T_EQ_INT(ibv_get_async_event(ctx, &ae), -1);
 	T_EQ_INT(errno, EAGAIN);
 	T_EQ_INT(ibv_close_device(ctx), 0);
+}
+
+/* An RC QP on an SRQ, moved to the error state: Last WQE Reached is
+ * queued for it (IBA 11.6.3.1). */
+struct lastwqe {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_srq *srq;
+	struct ibv_qp *qp;
+};
+
+static void lastwqe_open(struct lastwqe *l)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 4, .max_send_sge = 1 } };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1 };
+	int fl;
+
+	l->ctx = tv_open_device();
+	l->pd = ibv_alloc_pd(l->ctx);
+	T_ASSERT(l->pd != NULL);
+	l->cq = ibv_create_cq(l->ctx, 16, NULL, NULL, 0);
+	T_ASSERT(l->cq != NULL);
+	l->srq = ibv_create_srq(l->pd, &sa);
+	T_ASSERT(l->srq != NULL);
+	ia.send_cq = ia.recv_cq = l->cq;
+	ia.srq = l->srq;
+	l->qp = ibv_create_qp(l->pd, &ia);
+	T_ASSERT(l->qp != NULL);
+	T_EQ_INT(ibv_modify_qp(l->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					       IBV_QP_ACCESS_FLAGS), 0);
+	a.qp_state = IBV_QPS_ERR;
+	T_EQ_INT(ibv_modify_qp(l->qp, &a, IBV_QP_STATE), 0);
+	fl = fcntl(l->ctx->async_fd, F_GETFL);
+	T_EQ_INT(fcntl(l->ctx->async_fd, F_SETFL, fl | O_NONBLOCK), 0);
+	T_EQ_INT(fd_readable(l->ctx->async_fd, 5000), 1);
+}
+
+static void lastwqe_close(struct lastwqe *l)
+{
+	if (l->qp)
+		T_EQ_INT(ibv_destroy_qp(l->qp), 0);
+	T_EQ_INT(ibv_destroy_srq(l->srq), 0);
+	T_EQ_INT(ibv_destroy_cq(l->cq), 0);
+	T_EQ_INT(ibv_dealloc_pd(l->pd), 0);
+	T_EQ_INT(ibv_close_device(l->ctx), 0);
+}
+
+/* The event is there for a QP that lives (the control of the next case). */
+T_CASE(last_wqe_event_names_its_qp)
+{
+	struct lastwqe l;
+	struct ibv_async_event ae;
+
+	lastwqe_open(&l);
+	T_EQ_INT(ibv_get_async_event(l.ctx, &ae), 0);
+	T_EQ_INT(ae.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+	T_EQ_PTR(ae.element.qp, l.qp);
+	ibv_ack_async_event(&ae);
+	lastwqe_close(&l);
+}
+
+/* A destroyed QP's queued events are dropped with it, as the kernel does
+ * (ib_uverbs_release_uevent): UCX destroys its QPs right after moving them
+ * to the error state, and its async thread then read the freed QP out of
+ * the Last WQE Reached event (SIGSEGV in uct_ib_handle_async_event, CI of
+ * 2026-12-08). The event's eventfd token stays; ibv_get_async_event
+ * skips it and, on a non-blocking fd, says EAGAIN. */
+T_CASE(destroyed_qp_events_dropped)
+{
+	struct lastwqe l;
+	struct ibv_async_event ae;
+
+	lastwqe_open(&l);
+	T_EQ_INT(ibv_destroy_qp(l.qp), 0);
+	l.qp = NULL;
+	errno = 0;
+	T_EQ_INT(ibv_get_async_event(l.ctx, &ae), -1);
+	T_EQ_INT(errno, EAGAIN);
+	lastwqe_close(&l);
+}
+
+struct acker {
+	struct ibv_async_event ev;
+	atomic_int acked;
+};
+
+static void *ack_later(void *arg)
+{
+	struct acker *k = arg;
+
+	usleep(200 * 1000);
+	atomic_store(&k->acked, 1);
+	ibv_ack_async_event(&k->ev);
+	return NULL;
+}
+
+/* ibv_get_async_event(3): destroying an object waits until its events
+ * that were handed out are acknowledged. */
+T_CASE(destroy_qp_waits_for_async_ack)
+{
+	struct lastwqe l;
+	struct acker k = { .acked = 0 };
+	pthread_t th;
+
+	lastwqe_open(&l);
+	T_EQ_INT(ibv_get_async_event(l.ctx, &k.ev), 0);
+	T_EQ_PTR(k.ev.element.qp, l.qp);
+	T_EQ_INT(pthread_create(&th, NULL, ack_later, &k), 0);
+	T_EQ_INT(ibv_destroy_qp(l.qp), 0);
+	l.qp = NULL;
+	T_EQ_INT(atomic_load(&k.acked), 1); /* not before the acknowledgement */
+	T_EQ_INT(pthread_join(th, NULL), 0);
+	lastwqe_close(&l);
 }
 
 /* An event loop under application progress (perftest -e, iperf-like
