@@ -298,15 +298,17 @@ int uroce_eng_doorbell(struct uroce_qp *qp, int behind)
 	 * The first post after a poll goes at once: a ping-pong's or a
 	 * collective step's one message never waits (deferring those made a
 	 * 2-rank MPI_Allreduce of 8 B 60% slower). */
-	uint64_t now = uroce_now_ns();
-	uint64_t prev = atomic_exchange_explicit(&e->last_post_ns, now, memory_order_relaxed);
+	if (e->app_progress && e->post_batch) {
+		uint64_t now = uroce_now_ns();
+		uint64_t prev = atomic_exchange_explicit(&e->last_post_ns, now, memory_order_relaxed);
 
-	if (behind && e->app_progress && app_polls_at(e, now) &&
-	    prev > atomic_load_explicit(&e->app_poll_ns, memory_order_relaxed) &&
-	    atomic_fetch_add_explicit(&e->deferred, 1, memory_order_relaxed) < e->post_batch) {
-		/* posting threads may race: the one counter not under the turn */
-		__atomic_fetch_add(&e->cnt->posts_deferred, 1, __ATOMIC_RELAXED);
-		return 3;
+		if (behind && app_polls_at(e, now) &&
+		    prev > atomic_load_explicit(&e->app_poll_ns, memory_order_relaxed) &&
+		    atomic_fetch_add_explicit(&e->deferred, 1, memory_order_relaxed) < e->post_batch) {
+			/* posting threads may race: the one counter not under the turn */
+			__atomic_fetch_add(&e->cnt->posts_deferred, 1, __ATOMIC_RELAXED);
+			return 3;
+		}
 	}
 	if (app_turn(e, 0))
 		return 2; /* sent from this thread, no system call to wake anyone */

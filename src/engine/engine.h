@@ -672,6 +672,8 @@ const void *uroce_async_obj(const struct ibv_async_event *ev);
  * waited for, as rdma-core does (at most 5 s, then a warning), so that no
  * event ever points at freed memory. */
 void uroce_async_forget(struct uroce_ctx *ctx, const void *obj);
+/* ibv_ack_async_event: the event's object may be destroyed now. */
+void uroce_async_ack(const struct ibv_async_event *ev);
 int uroce_rq_empty(const struct uroce_rq *rq);
 struct uroce_rwqe *uroce_rq_peek(struct uroce_rq *rq);
 void uroce_rq_pop(struct uroce_rq *rq);

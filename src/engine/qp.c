@@ -75,25 +75,49 @@ int uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, int solicited)
 	return 0;
 }
 
+/* What an async event's element is (ibv_get_async_event(3)). */
+enum { AE_PORT, AE_DEVICE, AE_CQ, AE_SRQ, AE_QP };
+
+static int async_kind(enum ibv_event_type type)
+{
+	switch (type) {
+	case IBV_EVENT_CQ_ERR:
+		return AE_CQ;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		return AE_SRQ;
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		return AE_PORT;
+	case IBV_EVENT_DEVICE_FATAL:
+		return AE_DEVICE;
+	default:
+		return AE_QP;
+	}
+}
+
 void uroce_async_event(struct uroce_ctx *ctx, enum ibv_event_type type, void *obj)
 {
 	struct uroce_async *a = &ctx->async;
 	struct ibv_async_event ev = { .event_type = type };
 	uint64_t one = 1;
 
-	switch (type) {
-	case IBV_EVENT_CQ_ERR:
+	switch (async_kind(type)) {
+	case AE_CQ:
 		ev.element.cq = obj;
 		break;
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case AE_SRQ:
 		ev.element.srq = obj;
 		break;
-	case IBV_EVENT_PORT_ACTIVE:
-	case IBV_EVENT_PORT_ERR:
+	case AE_PORT:
 		ev.element.port_num = 1;
 		break;
-	case IBV_EVENT_DEVICE_FATAL:
+	case AE_DEVICE:
 		break;
 	default:
 		ev.element.qp = obj;
@@ -123,24 +147,46 @@ void uroce_async_event(struct uroce_ctx *ctx, enum ibv_event_type type, void *ob
 
 const void *uroce_async_obj(const struct ibv_async_event *ev)
 {
-	switch (ev->event_type) {
-	case IBV_EVENT_CQ_ERR:
+	switch (async_kind(ev->event_type)) {
+	case AE_CQ:
 		return ev->element.cq;
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case AE_SRQ:
 		return ev->element.srq;
-	case IBV_EVENT_PORT_ACTIVE:
-	case IBV_EVENT_PORT_ERR:
-	case IBV_EVENT_DEVICE_FATAL:
-	case IBV_EVENT_LID_CHANGE:
-	case IBV_EVENT_PKEY_CHANGE:
-	case IBV_EVENT_SM_CHANGE:
-	case IBV_EVENT_CLIENT_REREGISTER:
-	case IBV_EVENT_GID_CHANGE:
-		return NULL;
-	default:
+	case AE_QP:
 		return ev->element.qp;
+	default:
+		return NULL;
 	}
+}
+
+void uroce_async_ack(const struct ibv_async_event *ev)
+{
+	const void *obj = uroce_async_obj(ev);
+	struct ibv_context *c;
+	struct uroce_async *a;
+
+	if (!obj)
+		return;
+	/* the context the object belongs to */
+	switch (async_kind(ev->event_type)) {
+	case AE_CQ:
+		c = ev->element.cq->context;
+		break;
+	case AE_SRQ:
+		c = ev->element.srq->context;
+		break;
+	default:
+		c = ev->element.qp->context;
+	}
+	a = &to_uctx(c)->async;
+	pthread_mutex_lock(&a->lock);
+	for (uint32_t i = 0; i < a->nout; i++)
+		if (a->out[i] == obj) {
+			a->out[i] = a->out[--a->nout];
+			pthread_cond_broadcast(&a->acked);
+			break;
+		}
+	pthread_mutex_unlock(&a->lock);
 }
 
 /* UCX moves its QPs on an SRQ to the error state and destroys them at

@@ -451,32 +451,8 @@ UROCE_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_asy
 
 UROCE_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 {
-	struct uroce_async *a;
-	const void *obj;
-
-	if (!event || !(obj = uroce_async_obj(event)))
-		return;
-	/* the object's context: every object's first member chain starts
-	 * with its ibv_context */
-	switch (event->event_type) {
-	case IBV_EVENT_CQ_ERR:
-		a = &to_uctx(event->element.cq->context)->async;
-		break;
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
-		a = &to_uctx(event->element.srq->context)->async;
-		break;
-	default:
-		a = &to_uctx(event->element.qp->context)->async;
-	}
-	pthread_mutex_lock(&a->lock);
-	for (uint32_t i = 0; i < a->nout; i++)
-		if (a->out[i] == obj) {
-			a->out[i] = a->out[--a->nout];
-			pthread_cond_broadcast(&a->acked);
-			break;
-		}
-	pthread_mutex_unlock(&a->lock);
+	if (event)
+		uroce_async_ack(event);
 }
 
 UROCE_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
