@@ -1,7 +1,7 @@
 /* osu_mpi: MPI micro-benchmarks in the style of the OSU micro-benchmarks
  * (osu_allreduce, osu_latency, osu_bw), for make bench-mpi (issue 13).
  *
- *   mpirun ... osu_mpi [-t SECONDS] [-a SIZES] [-l SIZES] [-b SIZES] [-w WINDOW] [-x MAXITERS]
+ *   mpirun ... osu_mpi [-t SECONDS] [-a SIZES] [-l SIZES] [-b SIZES] [-e SIZES] [-w WINDOW] [-x MAXITERS]
  *
  * SIZES are comma-separated byte counts. One JSON line per measurement on
  * rank 0's stdout:
@@ -15,6 +15,10 @@
  *   {"bench":"bw","size":S,"iters":K,"window":W,"MBps":..}
  *     ranks 0 -> 1, W non-blocking sends in flight then a 4-byte reply per
  *     iteration (osu_bw), MB = 1e6 bytes.
+ *   {"bench":"exchange","size":S,"iters":K,"avg_us":..}
+ *     ranks 0 and 1 swap S bytes at once (MPI_Sendrecv, both directions
+ *     busy, as in a 2-rank allreduce's steps): the time per swap. Off
+ *     unless -e names sizes.
  * Iterations: each size runs for about SECONDS (default 0.3) after a
  * calibration of a few calls, at least 5 and at most MAXITERS (1000),
  * after a tenth as many warm-up calls; rank 0 decides, everyone follows. */
@@ -142,6 +146,41 @@ static void latency(size_t size, double secs, int maxit)
 	free(buf);
 }
 
+static void swap(char *s, char *r, int size, int n)
+{
+	int peer = rank == 0 ? 1 : 0;
+
+	for (int k = 0; k < n && rank < 2; k++)
+		MPI_Sendrecv(s, size, MPI_CHAR, peer, 2, r, size, MPI_CHAR, peer, 2, MPI_COMM_WORLD,
+			     MPI_STATUS_IGNORE);
+}
+
+static void exchange(size_t size, double secs, int maxit)
+{
+	char *s = calloc(1, size ? size : 1), *r = calloc(1, size ? size : 1);
+	double t0, t;
+
+	MPI_Barrier(MPI_COMM_WORLD);
+	swap(s, r, (int)size, 1);
+	t0 = MPI_Wtime();
+	swap(s, r, (int)size, 2);
+	t = (MPI_Wtime() - t0) / 2;
+	int it = pick_iters(t, secs, maxit), warm = it / 10 > 0 ? it / 10 : 1;
+
+	swap(s, r, (int)size, warm);
+	MPI_Barrier(MPI_COMM_WORLD);
+	t0 = MPI_Wtime();
+	swap(s, r, (int)size, it);
+	t = MPI_Wtime() - t0;
+	if (rank == 0) {
+		printf("{\"bench\":\"exchange\",\"size\":%zu,\"iters\":%d,\"avg_us\":%.3f}\n", size, it,
+		       t / it * 1e6);
+		fflush(stdout);
+	}
+	free(s);
+	free(r);
+}
+
 static void bw_loop(char *s, char *r, int size, int window, int n)
 {
 	MPI_Request *req = malloc(sizeof(*req) * (size_t)window);
@@ -191,8 +230,8 @@ static void bandwidth(size_t size, int window, double secs, int maxit)
 
 int main(int argc, char **argv)
 {
-	size_t asz[64], lsz[64], bsz[64];
-	int na, nl, nb, opt, window = 64, maxit = 1000;
+	size_t asz[64], lsz[64], bsz[64], esz[64];
+	int na, nl, nb, ne = 0, opt, window = 64, maxit = 1000;
 	double secs = 0.3;
 
 	MPI_Init(&argc, &argv);
@@ -201,17 +240,18 @@ int main(int argc, char **argv)
 	na = parse_sizes("8,64,512,4096,32768,262144,1048576,4194304,16777216", asz, 64);
 	nl = parse_sizes("8,64,512,4096,32768,262144,1048576", lsz, 64);
 	nb = parse_sizes("4096,65536,1048576,4194304", bsz, 64);
-	while ((opt = getopt(argc, argv, "t:a:l:b:w:x:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:a:l:b:e:w:x:")) != -1) {
 		switch (opt) {
 		case 't': secs = atof(optarg); break;
 		case 'a': na = parse_sizes(optarg, asz, 64); break;
 		case 'l': nl = parse_sizes(optarg, lsz, 64); break;
 		case 'b': nb = parse_sizes(optarg, bsz, 64); break;
+		case 'e': ne = parse_sizes(optarg, esz, 64); break;
 		case 'w': window = atoi(optarg); break;
 		case 'x': maxit = atoi(optarg); break;
 		default:
 			if (!rank)
-				fprintf(stderr, "usage: osu_mpi [-t SECONDS] [-a SIZES] [-l SIZES] [-b SIZES] [-w WINDOW] [-x MAXITERS]\n");
+				fprintf(stderr, "usage: osu_mpi [-t SECONDS] [-a SIZES] [-l SIZES] [-b SIZES] [-e SIZES] [-w WINDOW] [-x MAXITERS]\n");
 			MPI_Finalize();
 			return 2;
 		}
@@ -234,6 +274,8 @@ int main(int argc, char **argv)
 		latency(lsz[i], secs, maxit);
 	for (int i = 0; i < nb; i++)
 		bandwidth(bsz[i], window, secs, maxit);
+	for (int i = 0; i < ne; i++)
+		exchange(esz[i], secs, maxit);
 	for (int i = 0; i < na; i++)
 		allreduce(asz[i], secs, maxit);
 	if (rank == 0) {

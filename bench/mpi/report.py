@@ -80,7 +80,7 @@ for r in records:
             m = json.loads(line)
         except ValueError:
             continue
-        if m.get("bench") in ("allreduce", "latency", "bw"):
+        if m.get("bench") in ("allreduce", "latency", "bw", "exchange"):
             m["transport"], m["rep"] = r["transport"], r["rep"]
             rows.append(m)
             r["results"] += 1
@@ -113,12 +113,14 @@ def series(bench, field):
 ar_us = series("allreduce", "avg_us")
 lat_us = series("latency", "avg_us")
 bw_mbps = series("bw", "MBps")
+ex_us = series("exchange", "avg_us")
 ar_bus = {t: {s: (s / us / 1e3 * bus if us else None) for s, us in v.items()} for t, v in ar_us.items()}  # GB/s
 bad = sorted({f"{m['transport']} r{m['rep']} {m['size']} B" for m in rows if m["bench"] == "allreduce" and not m.get("ok")})
 
 ar_sizes = sorted({s for v in ar_us.values() for s in v})
 lat_sizes = sorted({s for v in lat_us.values() for s in v})
 bw_sizes = sorted({s for v in bw_mbps.values() for s in v})
+ex_sizes = sorted({s for v in ex_us.values() for s in v})
 
 
 def ratio(a, b):
@@ -191,6 +193,18 @@ for s in bw_sizes:
     md.append(f"| {size_str(s)} |" + "".join(f" {fmt(bw_mbps[t].get(s))} |" for t in transports)
               + f" {fx(ratio(bw_mbps.get('uroce', {}).get(s), bw_mbps.get('tcp', {}).get(s)))} |")
 md.append("")
+if ex_sizes:
+    # both directions at once, as in each step of a 2-rank allreduce: what
+    # the transport gives a collective before any reduction or algorithm
+    md.append("### Exchange, rank 0 <-> rank 1 both ways at once (MPI_Sendrecv; time per swap, MB/s = size / time each way)")
+    md.append("")
+    hdr = "| size |" + "".join(f" {SHORT[t]} us |" for t in transports) + "".join(f" {SHORT[t]} MB/s |" for t in transports)
+    md += [hdr + " uroce/ob1 time |", "|---:|" + "---:|" * (2 * len(transports) + 1)]
+    for s in ex_sizes:
+        md.append(f"| {size_str(s)} |" + "".join(f" {fmt(ex_us[t].get(s))} |" for t in transports)
+                  + "".join(f" {fmt(s / ex_us[t][s] if ex_us[t].get(s) else None)} |" for t in transports)
+                  + f" {fx(ratio(ex_us.get('uroce', {}).get(s), ex_us.get('tcp', {}).get(s)))} |")
+    md.append("")
 cpu = []
 for t in transports:
     rs = [r for r in records if r["transport"] == t and r.get("ok")]
@@ -265,7 +279,8 @@ def keyed(d):
 result = {"schema": 1, "run_id": RUN_ID, "settings": settings, "ranks": ranks,
           "machine": {"cores": os.cpu_count(), "kernel": platform.release()},
           "summary": {"allreduce_us": keyed(ar_us), "allreduce_busbw_GBps": keyed(ar_bus),
-                      "latency_us": keyed(lat_us), "bw_MBps": keyed(bw_mbps)},
+                      "latency_us": keyed(lat_us), "bw_MBps": keyed(bw_mbps),
+                      "exchange_us": keyed(ex_us)},
           "targets": targets, "runs": records, "measurements": rows, "plot": plot_status}
 with open(os.path.join(OUTDIR, f"mpi-{RUN_ID}.json"), "w") as f:
     json.dump(result, f, indent=1)

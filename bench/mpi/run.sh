@@ -19,8 +19,10 @@
 # mpi_yield_when_idle for every transport when cores < 2 x ranks; 0, 1),
 # BENCH_MPI_TRANSPORTS
 # ("uroce ucx-tcp tcp"), BENCH_MPI_ALLREDUCE / _LAT / _BW (comma-separated
-# sizes for osu_mpi -a/-l/-b), BENCH_MPI_OSU (a prebuilt osu_mpi instead of
-# mpicc), BENCH_OUT (build/bench), BUILD (build),
+# sizes for osu_mpi -a/-l/-b), BENCH_MPI_EXCHANGE (sizes swapped both ways
+# at once, osu_mpi -e: 64 KiB and 1 MiB; empty: none), BENCH_MPI_MAXITERS
+# (osu_mpi -x, 1000), BENCH_MPI_OSU (a prebuilt osu_mpi instead of
+# mpicc; the exchange is then off unless BENCH_MPI_EXCHANGE names sizes), BENCH_OUT (build/bench), BUILD (build),
 # BENCH_MPI_TIMEOUT (limit of one mpirun, 300 s), BENCH_DRY=1 (print the plan).
 # Results: $BENCH_OUT/mpi-<run>.json, mpi-latest.json, mpi-latest.md,
 # plots/mpi.svg, mpi-logs/. Exit 0 unless a run broke; targets never fail it.
@@ -87,6 +89,10 @@ OSU_ARGS=(-t "$SECS")
 [ -n "${BENCH_MPI_ALLREDUCE:-}" ] && OSU_ARGS+=(-a "$BENCH_MPI_ALLREDUCE")
 [ -n "${BENCH_MPI_LAT:-}" ] && OSU_ARGS+=(-l "$BENCH_MPI_LAT")
 [ -n "${BENCH_MPI_BW:-}" ] && OSU_ARGS+=(-b "$BENCH_MPI_BW")
+# (an osu_mpi built before -e existed would refuse it: only asked of a prebuilt one when named)
+if [ -n "${BENCH_MPI_OSU:-}" ]; then EXCHANGE=${BENCH_MPI_EXCHANGE:-}; else EXCHANGE=${BENCH_MPI_EXCHANGE-65536,1048576}; fi
+[ -n "$EXCHANGE" ] && OSU_ARGS+=(-e "$EXCHANGE")
+[ -n "${BENCH_MPI_MAXITERS:-}" ] && OSU_ARGS+=(-x "$BENCH_MPI_MAXITERS")
 
 # The namespaces: one interface name on both sides (the device is
 # uroce_<if> in both), the namespaces' names as MPI host names.
