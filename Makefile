@@ -50,13 +50,17 @@ LIB       := $(BUILD)/lib/libibverbs.so.1
 ARCHIVE   := $(BUILD)/lib/liburoce-internal.a
 MAP       := src/verbs/libibverbs.map
 
-TOOL_SRCS := $(sort $(wildcard tools/*.c tools/model/*.c tools/trace/*.c tools/run/*.c tools/mpirun/*.c))
+# One folder per command (tools/<command>/); tools/ itself holds the
+# dispatcher (uroce.c) and what every command shares (cli.h, json.c).
+# tools/topo/ is also the separate uroce-topo program (below); the CLI
+# takes only its cmd_topo.c, which runs that program.
+TOOL_SRCS := $(sort $(wildcard tools/*.c) $(filter-out tools/topo/%,$(wildcard tools/*/*.c)) tools/topo/cmd_topo.c)
 TOOL_OBJS := $(patsubst tools/%.c,$(O)/tools/%.o,$(TOOL_SRCS))
 CLI       := $(BUILD)/bin/uroce
 # uroce run writes the library's sysfs table itself: those objects are
 # linked in (hidden symbols, so the library's ABI stays rdma-core's).
 CLI_LIB_OBJS := $(O)/lib/verbs/sysfs.o $(O)/lib/net/netdev.o
-TOPO_SRCS := $(sort $(wildcard tools/topo/*.c)) tools/json.c
+TOPO_SRCS := $(sort $(filter-out tools/topo/cmd_topo.c,$(wildcard tools/topo/*.c))) tools/json.c
 TOPO_OBJS := $(patsubst tools/%.c,$(O)/tools/%.o,$(TOPO_SRCS))
 TOPO      := $(BUILD)/libexec/uroce-topo
 

@@ -8,7 +8,7 @@
  * and rewrites the files whose value changed; with none open it sleeps in
  * poll() until a file appears or the program exits. */
 #include "run.h"
-#include "statfile.h"
+#include "stat/statfile.h"
 #include "sysfs.h"
 
 #include <dirent.h>

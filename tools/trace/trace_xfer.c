@@ -6,7 +6,7 @@
  * else around it: no inline data (the payload is read from the MR), one
  * completion per WR, the data checked at the other end. */
 #include "cli.h"
-#include "statfile.h"
+#include "stat/statfile.h"
 #include "trace_cli.h"
 
 #include <arpa/inet.h>

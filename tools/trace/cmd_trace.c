@@ -7,7 +7,7 @@
  * else libpcap loaded with dlopen) and the traces explained. */
 #include "cli.h"
 #include "trace_cli.h"
-#include "trace/trace_html.h"
+#include "trace_html.h"
 
 #include <dirent.h>
 #include <dlfcn.h>

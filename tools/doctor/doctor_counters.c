@@ -5,7 +5,7 @@
  * with pass / warn / fail, the evidence and the fix, as the other checks. */
 #include "cli.h"
 #include "doctor.h"
-#include "statfile.h"
+#include "stat/statfile.h"
 
 #include <stdarg.h>
 #include <stdint.h>
