@@ -433,19 +433,22 @@ static inline struct uroce_ah *to_uah(struct ibv_ah *a)
 	return container_of(a, struct uroce_ah, ibah);
 }
 
-/* Asynchronous events of a context. */
-/* The async event queue (ibv_get_async_event). Objects whose events were
- * handed out and not yet acknowledged are in out[]: destroying one waits
- * for the acknowledgement (ibv_get_async_event(3)), and its events still
- * queued are dropped (uroce_async_forget). */
-#define UROCE_ASYNC_OUT 64
+/* The async event queue of a context (ibv_get_async_event). Each object
+ * with events handed out and not yet acknowledged has an entry in out[]
+ * with their count: destroying it waits until the count is back to zero
+ * (ibv_get_async_event(3)), and its events still queued are dropped
+ * (uroce_async_forget). */
+struct uroce_async_out {
+	const void *obj;
+	uint32_t n;
+};
 struct uroce_async {
 	pthread_mutex_t lock;
 	pthread_cond_t acked;
 	struct ibv_async_event *q;
 	uint32_t cap, head, len;
-	const void *out[UROCE_ASYNC_OUT];
-	uint32_t nout;
+	struct uroce_async_out *out;
+	uint32_t nout, outcap;
 	int efd;                     /* context.async_fd, an eventfd (semaphore) */
 };
 
@@ -674,6 +677,8 @@ const void *uroce_async_obj(const struct ibv_async_event *ev);
 void uroce_async_forget(struct uroce_ctx *ctx, const void *obj);
 /* ibv_ack_async_event: the event's object may be destroyed now. */
 void uroce_async_ack(const struct ibv_async_event *ev);
+/* ibv_get_async_event hands out an event of obj (under the queue's lock). */
+void uroce_async_out_add(struct uroce_async *a, const void *obj);
 int uroce_rq_empty(const struct uroce_rq *rq);
 struct uroce_rwqe *uroce_rq_peek(struct uroce_rq *rq);
 void uroce_rq_pop(struct uroce_rq *rq);

@@ -181,12 +181,39 @@ void uroce_async_ack(const struct ibv_async_event *ev)
 	a = &to_uctx(c)->async;
 	pthread_mutex_lock(&a->lock);
 	for (uint32_t i = 0; i < a->nout; i++)
-		if (a->out[i] == obj) {
-			a->out[i] = a->out[--a->nout];
-			pthread_cond_broadcast(&a->acked);
+		if (a->out[i].obj == obj) {
+			if (!--a->out[i].n) {
+				a->out[i] = a->out[--a->nout];
+				pthread_cond_broadcast(&a->acked);
+			}
 			break;
 		}
 	pthread_mutex_unlock(&a->lock);
+}
+
+/* As many entries as objects with events out, each with its count (as
+ * rdma-core counts events_reported against events_completed per object),
+ * so that any number of unacknowledged events keeps destroy waiting. */
+void uroce_async_out_add(struct uroce_async *a, const void *obj)
+{
+	for (uint32_t i = 0; i < a->nout; i++)
+		if (a->out[i].obj == obj) {
+			a->out[i].n++;
+			return;
+		}
+	if (a->nout == a->outcap) {
+		uint32_t ncap = a->outcap ? a->outcap * 2 : 16;
+		struct uroce_async_out *n = realloc(a->out, sizeof(*n) * ncap);
+
+		if (!n) {
+			/* destroy will not wait for this one: the only cost */
+			uroce_warn("async events: no memory to track an unacknowledged event");
+			return;
+		}
+		a->out = n;
+		a->outcap = ncap;
+	}
+	a->out[a->nout++] = (struct uroce_async_out){ obj, 1 };
 }
 
 /* UCX moves its QPs on an SRQ to the error state and destroys them at
@@ -216,7 +243,7 @@ void uroce_async_forget(struct uroce_ctx *ctx, const void *obj)
 	for (;;) {
 		uint32_t i;
 
-		for (i = 0; i < a->nout && a->out[i] != obj; i++)
+		for (i = 0; i < a->nout && a->out[i].obj != obj; i++)
 			;
 		if (i == a->nout)
 			break;

@@ -208,6 +208,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 	close(context->cmd_fd);
 	pthread_cond_destroy(&ctx->async.acked);
 	free(ctx->async.q);
+	free(ctx->async.out);
 	free(ctx->xsrq);
 	free(ctx);
 	return 0;
@@ -442,8 +443,8 @@ UROCE_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_asy
 		a->head = (a->head + 1) % a->cap;
 		a->len--;
 		obj = uroce_async_obj(event);
-		if (obj && a->nout < UROCE_ASYNC_OUT)
-			a->out[a->nout++] = obj;
+		if (obj)
+			uroce_async_out_add(a, obj);
 		pthread_mutex_unlock(&a->lock);
 		return 0;
 	}

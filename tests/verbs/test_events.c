@@ -475,6 +475,66 @@ T_CASE(destroy_qp_waits_for_async_ack)
 	lastwqe_close(&l);
 }
 
+/* Any number of events may be out: with 80 QPs' Last WQE Reached events
+ * handed out and none acknowledged, destroying the QP of the last one
+ * still waits for its acknowledgement (the first version tracked 64). */
+T_CASE(destroy_waits_with_many_events_out)
+{
+	enum { NQ = 80 };
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 4, .max_send_sge = 1 } };
+	struct ibv_context *ctx = tv_open_device();
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_srq *srq;
+	struct ibv_qp *qp[NQ];
+	static struct ibv_async_event ev[NQ];
+	struct acker k = { .acked = 0 };
+	pthread_t th;
+	int last = -1;
+
+	T_ASSERT(pd != NULL && cq != NULL);
+	srq = ibv_create_srq(pd, &sa);
+	T_ASSERT(srq != NULL);
+	ia.send_cq = ia.recv_cq = cq;
+	ia.srq = srq;
+	for (int i = 0; i < NQ; i++) {
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1 };
+
+		qp[i] = ibv_create_qp(pd, &ia);
+		T_ASSERT(qp[i] != NULL);
+		T_EQ_INT(ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+							  IBV_QP_ACCESS_FLAGS), 0);
+		a.qp_state = IBV_QPS_ERR;
+		T_EQ_INT(ibv_modify_qp(qp[i], &a, IBV_QP_STATE), 0);
+	}
+	for (int i = 0; i < NQ; i++) {
+		T_EQ_INT(ibv_get_async_event(ctx, &ev[i]), 0);
+		T_EQ_INT(ev[i].event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+	}
+	/* the QP whose event was handed out last, beyond the 64th */
+	for (int j = 0; j < NQ; j++)
+		if (qp[j] == ev[NQ - 1].element.qp)
+			last = j;
+	T_ASSERT(last >= 0);
+	k.ev = ev[NQ - 1];
+	T_EQ_INT(pthread_create(&th, NULL, ack_later, &k), 0);
+	T_EQ_INT(ibv_destroy_qp(qp[last]), 0);
+	T_EQ_INT(atomic_load(&k.acked), 1); /* not before the acknowledgement */
+	T_EQ_INT(pthread_join(th, NULL), 0);
+	qp[last] = NULL;
+	for (int i = 0; i < NQ - 1; i++)
+		ibv_ack_async_event(&ev[i]);
+	for (int i = 0; i < NQ; i++)
+		if (qp[i])
+			T_EQ_INT(ibv_destroy_qp(qp[i]), 0);
+	T_EQ_INT(ibv_destroy_srq(srq), 0);
+	T_EQ_INT(ibv_destroy_cq(cq), 0);
+	T_EQ_INT(ibv_dealloc_pd(pd), 0);
+	T_EQ_INT(ibv_close_device(ctx), 0);
+}
+
 /* An event loop under application progress (perftest -e, iperf-like
  * programs): arm the CQ, drain it with ibv_poll_cq, then sleep on the
  * channel. The drain is a poll of an armed CQ, and it used to count as
