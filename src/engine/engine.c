@@ -1088,7 +1088,14 @@ static void rx_packet(struct uroce_engine *e, struct uroce_qp *qp, const uint8_t
 		got = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 |
 		      (uint32_t)buf[len - 2] << 16 | (uint32_t)buf[len - 1] << 24;
 		if (icrc != got) {
-			icrc_ok = wire_icrc_solve_id(icrc, got, 8 + len, &id);
+			/* a GSO sender's segment k carries ID k (wire.h): try
+			 * that before solving for any ID */
+			if (e->rxm.seg && (icrc ^ wire_icrc_id_delta(e->rxm.seg, 8 + len)) == got) {
+				id = e->rxm.seg;
+				icrc_ok = 1;
+			} else {
+				icrc_ok = wire_icrc_solve_id(icrc, got, 8 + len, &id);
+			}
 			if (icrc_ok)
 				e->rxm.ip_id = id;
 		}
@@ -1760,7 +1767,8 @@ static int rx_source(struct uroce_engine *e, struct uroce_rxsrc *src)
 			}
 			/* A GRO buffer holds datagrams of seg bytes, the last
 			 * one possibly shorter. */
-			for (uint32_t off = 0; off < len && src->fd >= 0; off += seg)
+			e->rxm.seg = 0;
+			for (uint32_t off = 0; off < len && src->fd >= 0; off += seg, e->rxm.seg++)
 				rx_dispatch(e, src->kind, saddr, sport, src->ip4, buf + off,
 					    MIN(seg, len - off));
 		}

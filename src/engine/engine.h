@@ -602,6 +602,7 @@ struct uroce_rx_meta {
 	uint32_t saddr, daddr;       /* network order (daddr: a group for multicast) */
 	uint16_t sport;              /* host order */
 	uint16_t ip_id;              /* as the ICRC check found it */
+	uint16_t seg;                /* segment of its GRO buffer: the ID to try first */
 	uint8_t tos;                 /* IP TOS byte */
 	uint32_t len;                /* UDP payload bytes */
 };

@@ -338,6 +338,7 @@ static void id_basis(uint32_t b[16], size_t after)
 struct id_bases {
 	size_t len;
 	uint32_t raw[16];
+	uint32_t low[64];   /* the change for IDs 0..63 (a GSO run's segments) */
 	uint32_t basis[16], combo[16]; /* reduced vectors and their ID bits */
 	int rank;
 };
@@ -381,6 +382,14 @@ static const struct id_bases *id_bases_of(size_t udp_len)
 			b->rank++;
 		}
 	}
+	for (int id = 0; id < 64; id++) {
+		uint32_t d = 0;
+
+		for (int i = 0; i < 6; i++)
+			if (id & (1 << i))
+				d ^= b->raw[i];
+		b->low[id] = d;
+	}
 	b->len = udp_len;
 	return b;
 }
@@ -390,6 +399,8 @@ uint32_t wire_icrc_id_delta(uint16_t id, size_t udp_len)
 	const struct id_bases *b = id_bases_of(udp_len);
 	uint32_t d = 0;
 
+	if (id < 64)
+		return b->low[id];
 	for (int i = 0; i < 16; i++)
 		if (id & (1u << i))
 			d ^= b->raw[i];
