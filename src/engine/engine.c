@@ -274,7 +274,6 @@ static int app_polls_at(const struct uroce_engine *e, uint64_t now)
 	return polled && (int64_t)(now - polled) < (int64_t)e->park_max_ns;
 }
 
-
 int uroce_eng_doorbell(struct uroce_qp *qp, int behind)
 {
 	struct uroce_engine *e = qp->eng;

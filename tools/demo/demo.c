@@ -931,33 +931,53 @@ static double ms_since(uint64_t t0)
 	return (double)(demo_now_ns() - t0) / 1e6;
 }
 
+/* One signaled work request of len bytes from the start of the buffer,
+ * and its completion; a failure is reported as label's result. */
+static int post_and_wait(struct demo *d, struct tally *t, enum ibv_wr_opcode op, size_t len,
+			 uint64_t wr_id, const char *what, const char *label)
+{
+	if (demo_post_send(d, op, 0, len, 0, 0, IBV_SEND_SIGNALED, wr_id) ||
+	    demo_wait_cq(d, d->scq, 1, NULL, what)) {
+		result(t, 0, label, "%s", d->err);
+		return -1;
+	}
+	return 0;
+}
+
+/* Asks the server to check what the client sent (m: the check request,
+ * m->a bytes) and reports its verdict, timed from t0. */
+static int server_verdict(struct demo *d, struct tally *t, struct demo_msg *m, const char *label,
+			  uint64_t t0)
+{
+	struct demo_msg r;
+
+	if (demo_request(d, m, &r, SOCK_TIMEOUT_MS))
+		return -1;
+	if (r.status)
+		result(t, 0, label, "%zu bytes client -> server: %s", (size_t)m->a, r.text);
+	else
+		result(t, 1, label, "%zu bytes client -> server, verified by the server (%.2f ms)",
+		       (size_t)m->a, ms_since(t0));
+	return 0;
+}
+
 /* Each check returns 0 (ran; passed or failed is in the tally) or -1 (fatal:
  * a verbs or socketpair error; d->err says what). */
 static int check_write(struct demo *d, struct tally *t, size_t size_unused, long iters_unused)
 {
 	(void)size_unused; /* d->data_len */
 	(void)iters_unused;
-	struct demo_msg m = { .type = M_WRITE_CHECK }, r;
+	struct demo_msg m = { .type = M_WRITE_CHECK };
 	size_t len = d->data_len;
 	uint64_t seed = 0x1001, t0;
 
 	fill_pattern(d->buf, len, seed);
 	t0 = demo_now_ns();
-	if (demo_post_send(d, IBV_WR_RDMA_WRITE, 0, len, 0, 0, IBV_SEND_SIGNALED, 1) ||
-	    demo_wait_cq(d, d->scq, 1, NULL, "RDMA_WRITE")) {
-		result(t, 0, "RDMA_WRITE", "%s", d->err);
+	if (post_and_wait(d, t, IBV_WR_RDMA_WRITE, len, 1, "RDMA_WRITE", "RDMA_WRITE"))
 		return -1;
-	}
 	m.a = len;
 	m.b = seed;
-	if (demo_request(d, &m, &r, SOCK_TIMEOUT_MS))
-		return -1;
-	if (r.status)
-		result(t, 0, "RDMA_WRITE", "%zu bytes client -> server: %s", len, r.text);
-	else
-		result(t, 1, "RDMA_WRITE", "%zu bytes client -> server, verified by the server (%.2f ms)",
-		       len, ms_since(t0));
-	return 0;
+	return server_verdict(d, t, &m, "RDMA_WRITE", t0);
 }
 
 static int check_read(struct demo *d, struct tally *t, size_t size_unused, long iters_unused)
@@ -975,11 +995,8 @@ static int check_read(struct demo *d, struct tally *t, size_t size_unused, long 
 		return -1;
 	memset(d->buf, 0, len);
 	t0 = demo_now_ns();
-	if (demo_post_send(d, IBV_WR_RDMA_READ, 0, len, 0, 0, IBV_SEND_SIGNALED, 2) ||
-	    demo_wait_cq(d, d->scq, 1, NULL, "RDMA_READ")) {
-		result(t, 0, "RDMA_READ", "%s", d->err);
+	if (post_and_wait(d, t, IBV_WR_RDMA_READ, len, 2, "RDMA_READ", "RDMA_READ"))
 		return -1;
-	}
 	if (check_pattern(d->buf, len, seed, msg, sizeof(msg)))
 		result(t, 0, "RDMA_READ", "%zu bytes server -> client: %s", len, msg);
 	else
@@ -1000,22 +1017,12 @@ static int check_send(struct demo *d, struct tally *t, size_t size_unused, long 
 		return -1;
 	fill_pattern(d->buf, len, seed);
 	t0 = demo_now_ns();
-	if (demo_post_send(d, IBV_WR_SEND, 0, len, 0, 0, IBV_SEND_SIGNALED, 3) ||
-	    demo_wait_cq(d, d->scq, 1, NULL, "SEND")) {
-		result(t, 0, "SEND/RECV", "%s", d->err);
+	if (post_and_wait(d, t, IBV_WR_SEND, len, 3, "SEND", "SEND/RECV"))
 		return -1;
-	}
 	m.type = M_RECV_CHECK;
 	m.a = len;
 	m.b = seed;
-	if (demo_request(d, &m, &r, SOCK_TIMEOUT_MS))
-		return -1;
-	if (r.status)
-		result(t, 0, "SEND/RECV", "%zu bytes client -> server: %s", len, r.text);
-	else
-		result(t, 1, "SEND/RECV", "%zu bytes client -> server, verified by the server (%.2f ms)",
-		       len, ms_since(t0));
-	return 0;
+	return server_verdict(d, t, &m, "SEND/RECV", t0);
 }
 
 static int check_imm(struct demo *d, struct tally *t, size_t size_unused, long iters_unused)
